@@ -1,0 +1,103 @@
+"""The `fireside` command."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+from backends.engine import EngineOptions
+from backends.llama_model import ModelLoadError, ModelOptions
+from backends.registry import ModelRegistry, ModelSpec, default_model_path
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+
+
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {number}")
+    return number
+
+
+def _default_threads() -> int:
+    # Decode is memory-bound: half the logical CPUs (about the physical cores) is llama.cpp's choice.
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fireside", description="Local inference server for GGUF models")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="serve models over the Fireworks/OpenAI API")
+    serve.add_argument("--model", action="append", type=Path, default=[], metavar="PATH",
+                       help="a GGUF file to serve; repeat for several (default: the embedded SmolLM2-135M-Instruct)")
+    serve.add_argument("--alias", action="append", default=[], metavar="NAME",
+                       help="the id to serve the n-th --model under (default: the file's stem)")
+    serve.add_argument("--host", default=DEFAULT_HOST)
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT)
+    serve.add_argument("--ctx-size", type=int, default=0, metavar="TOKENS",
+                       help="context window of each request (default: the model's, at most 4096)")
+    serve.add_argument("--threads", type=_positive, default=None, help="CPU threads for generation")
+    serve.add_argument("--gpu-layers", type=int, default=0, metavar="N",
+                       help="layers to offload to the GPU (-1: all)")
+    serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
+                       help="sequences decoded together (slots)")
+    serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
+    return parser
+
+
+def model_specs(paths: list[Path], aliases: list[str]) -> list[ModelSpec]:
+    if not paths:
+        paths = [default_model_path()]
+    if len(aliases) > len(paths):
+        raise ModelLoadError(f"{len(aliases)} --alias given for {len(paths)} model(s)")
+    return [ModelSpec(path, aliases[i] if i < len(aliases) else None) for i, path in enumerate(paths)]
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from app.server import create_app
+
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    threads = args.threads or _default_threads()
+    try:
+        registry = ModelRegistry.load(
+            model_specs(args.model, args.alias),
+            ModelOptions(gpu_layers=args.gpu_layers),
+            EngineOptions(
+                ctx_size=max(0, args.ctx_size), parallel=args.parallel,
+                threads=threads, threads_batch=max(threads, os.cpu_count() or 1),
+            ),
+        )
+    except ModelLoadError as error:
+        print(f"fireside: {error}", file=sys.stderr)
+        return 1
+    try:
+        for served in registry:
+            print(f"serving {served.id} from {served.path} "
+                  f"({served.engine.ctx_size} tokens per request, {args.parallel} slots, {threads} threads)")
+        print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
+              flush=True)
+        config = uvicorn.Config(create_app(registry), host=args.host, port=args.port,
+                                log_level="warning", timeout_graceful_shutdown=2)
+        server = uvicorn.Server(config)
+        server.run()
+        return 0 if server.started else 1
+    finally:
+        registry.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""The OpenAPI document of Fireside's own API, generated from the Structs that validate requests.
+
+Generating it from `app.request_types` / `app.response_types` means the document can never
+drift from what the server accepts.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import msgspec
+
+from app.request_types import ChatCompletionRequest, CompletionRequest
+from app.response_types import (
+    ChatCompletionResponse,
+    ChatCompletionStreamResponse,
+    CompletionResponse,
+    CompletionStreamResponse,
+    ErrorResponse,
+    HTTPValidationError,
+    ModelCard,
+    ModelList,
+)
+
+_REF = "#/components/schemas/{name}"
+
+
+def _ref(struct: type) -> dict[str, str]:
+    return {"$ref": _REF.format(name=struct.__name__)}
+
+
+def _json(struct: type) -> dict[str, Any]:
+    return {"application/json": {"schema": _ref(struct)}}
+
+
+def _errors() -> dict[str, Any]:
+    return {
+        "400": {"description": "The request means something the server refuses", "content": _json(ErrorResponse)},
+        "404": {"description": "Unknown model", "content": _json(ErrorResponse)},
+        "422": {"description": "Validation Error", "content": _json(HTTPValidationError)},
+    }
+
+
+def _generation(summary: str, request: type, response: type, chunk: type) -> dict[str, Any]:
+    return {
+        "post": {
+            "summary": summary,
+            "requestBody": {"required": True, "content": _json(request)},
+            "responses": {
+                "200": {
+                    "description": "Successful Response",
+                    "content": {
+                        **_json(response),
+                        "text/event-stream": {"schema": _ref(chunk)},
+                    },
+                },
+                **_errors(),
+            },
+        }
+    }
+
+
+@functools.cache
+def openapi_document() -> dict[str, Any]:
+    structs = [
+        CompletionRequest, ChatCompletionRequest, CompletionResponse, CompletionStreamResponse,
+        ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
+        ModelList, ModelCard,
+    ]
+    _, components = msgspec.json.schema_components(structs, ref_template=_REF)
+    paths: dict[str, Any] = {}
+    for prefix in ("/v1", "/inference/v1"):
+        paths[f"{prefix}/completions"] = _generation("Create Completion", CompletionRequest, CompletionResponse, CompletionStreamResponse)
+        paths[f"{prefix}/chat/completions"] = _generation(
+            "Create Chat Completion", ChatCompletionRequest, ChatCompletionResponse, ChatCompletionStreamResponse
+        )
+        paths[f"{prefix}/models"] = {
+            "get": {"summary": "List Models", "responses": {"200": {"description": "The served models", "content": _json(ModelList)}}}
+        }
+    paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Fireside", "version": "0.1.0", "description": "Fireworks inference API on local GGUF models"},
+        "paths": paths,
+        "components": {"schemas": components},
+    }

@@ -1,0 +1,144 @@
+"""Response bodies and stream chunks of both endpoints, as the spec shapes them.
+
+Optional extras that a request did not ask for default to `UNSET` and stay out of the JSON, the
+way Fireworks answers; every other field is always written.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+
+class ResponseStruct(msgspec.Struct):
+    pass
+
+
+class PromptTokensDetails(ResponseStruct):
+    cached_tokens: int | None = None
+
+
+class UsageInfo(ResponseStruct):
+    prompt_tokens: int
+    total_tokens: int
+    completion_tokens: int | None = None
+    prompt_tokens_details: PromptTokensDetails | None = None
+
+    @classmethod
+    def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> UsageInfo:
+        return cls(
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
+            total_tokens=prompt_tokens + completion_tokens,
+            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
+        )
+
+
+FinishReason = Literal["stop", "length", "error"]
+
+
+class CompletionChoice(ResponseStruct):
+    # `finish_reason` and `logprobs` have no default so they are always written (null in most
+    # stream chunks), as OpenAI clients expect; extras below are written only when set.
+    index: int
+    text: str
+    finish_reason: FinishReason | None
+    logprobs: None
+    prompt_token_ids: list[int] | UnsetType = UNSET
+    token_ids: list[int] | UnsetType = UNSET
+
+
+class CompletionResponse(ResponseStruct):
+    id: str
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: UsageInfo
+    object: str = "text_completion"
+
+
+class CompletionStreamResponse(ResponseStruct):
+    id: str
+    created: int
+    model: str
+    choices: list[CompletionChoice]
+    usage: UsageInfo | UnsetType = UNSET
+    object: str = "text_completion"
+
+
+class AssistantMessage(ResponseStruct):
+    role: str
+    content: str | None
+
+
+class ChatChoice(ResponseStruct):
+    index: int
+    message: AssistantMessage
+    finish_reason: str | None
+    logprobs: None
+
+
+class ChatCompletionResponse(ResponseStruct):
+    id: str
+    created: int
+    model: str
+    choices: list[ChatChoice]
+    usage: UsageInfo | None = None
+    object: str = "chat.completion"
+
+
+class DeltaMessage(ResponseStruct):
+    role: str | UnsetType = UNSET
+    content: str | UnsetType = UNSET
+
+
+class ChatStreamChoice(ResponseStruct):
+    index: int
+    delta: DeltaMessage
+    finish_reason: str | None
+    logprobs: None
+
+
+class ChatCompletionStreamResponse(ResponseStruct):
+    id: str
+    created: int
+    model: str
+    choices: list[ChatStreamChoice]
+    usage: UsageInfo | UnsetType = UNSET
+    object: str = "chat.completion.chunk"
+
+
+class ModelCard(ResponseStruct):
+    id: str
+    created: int
+    owned_by: str = "fireside"
+    object: str = "model"
+    context_length: int | UnsetType = UNSET
+
+
+class ModelList(ResponseStruct):
+    data: list[ModelCard]
+    object: str = "list"
+
+
+class ErrorBody(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(msgspec.Struct):
+    error: ErrorBody
+
+
+class ValidationErrorItem(msgspec.Struct):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class HTTPValidationError(msgspec.Struct):
+    detail: list[ValidationErrorItem]

@@ -1,0 +1,122 @@
+"""What the engine is asked to do and what it answers, independent of HTTP and chat.
+
+A `GenerationJob` holds token prompts and sampling settings; the engine answers with events per
+choice through a `JobHandle`, which the asyncio side awaits. Choice `i * n + j` is sample `j`
+of prompt `i`, as OpenAI numbers them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+FinishReason = Literal["stop", "length"]
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    typical_p: float = 1.0
+    frequency_penalty: float = 0.0
+    presence_penalty: float = 0.0
+    repetition_penalty: float = 1.0
+    mirostat_target: float | None = None
+    mirostat_lr: float = 0.1
+    seed: int | None = None
+    logit_bias: tuple[tuple[int, float], ...] = ()
+    ignore_eos: bool = False
+
+    @property
+    def uses_penalties(self) -> bool:
+        return (
+            self.frequency_penalty != 0.0
+            or self.presence_penalty != 0.0
+            or self.repetition_penalty != 1.0
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class PromptSpec:
+    tokens: tuple[int, ...]
+    max_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class GenerationJob:
+    prompts: tuple[PromptSpec, ...]
+    n: int
+    sampling: SamplingParams
+    stop: tuple[str, ...] = ()
+
+    @property
+    def choice_count(self) -> int:
+        return len(self.prompts) * self.n
+
+
+@dataclass(frozen=True, slots=True)
+class TextDelta:
+    choice: int
+    text: str
+    token: int
+
+
+@dataclass(frozen=True, slots=True)
+class ChoiceFinished:
+    choice: int
+    finish_reason: FinishReason
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
+class JobFailed:
+    error: Exception
+
+
+Event = TextDelta | ChoiceFinished | JobFailed
+
+
+@dataclass(eq=False)
+class JobHandle:
+    """The asyncio side of one job: events arrive in batches from the scheduler thread."""
+
+    job: GenerationJob
+    loop: asyncio.AbstractEventLoop
+    _events: deque[Event] = field(default_factory=deque)
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+    _cancelled: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled.is_set()
+
+    def cancel(self) -> None:
+        """Stop generating; the scheduler frees the job's slots at its next step."""
+        self._cancelled.set()
+
+    def deliver(self, events: list[Event]) -> None:
+        """Runs on the event loop (scheduled by the scheduler thread)."""
+        self._events.extend(events)
+        self._ready.set()
+
+    async def events(self) -> AsyncIterator[Event]:
+        """Yield events until every choice finished or the job failed."""
+        remaining = self.job.choice_count
+        while remaining:
+            await self._ready.wait()
+            self._ready.clear()
+            while self._events:
+                event = self._events.popleft()
+                yield event
+                if isinstance(event, ChoiceFinished):
+                    remaining -= 1
+                elif isinstance(event, JobFailed):
+                    return

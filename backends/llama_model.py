@@ -1,0 +1,154 @@
+"""A loaded GGUF model: weights, vocabulary, tokenizer and metadata through llama.cpp's C API.
+
+Only the engine's scheduler thread decodes; tokenizing and reading metadata are read-only on
+the model and safe from any thread.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+
+log = logging.getLogger("fireside.llama")
+
+
+class ModelLoadError(Exception):
+    """A model file that is missing or that llama.cpp cannot load."""
+
+
+class _LlamaLog:
+    """Routes llama.cpp's log lines to Python logging and keeps error lines for messages."""
+
+    # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT (continues the previous line)
+    _levels = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self._level = logging.DEBUG
+        self._callback = llama_cpp.llama_log_callback(self._on_log)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        if level != 5:
+            self._level = self._levels.get(level, logging.DEBUG)
+        message = text.decode("utf-8", errors="replace").rstrip()
+        if self._level >= logging.ERROR and message:
+            self.errors.append(message)
+        if message and log.isEnabledFor(self._level):
+            log.log(self._level, message)
+
+
+_backend_lock = threading.Lock()
+_llama_log: _LlamaLog | None = None
+
+
+def init_backend() -> _LlamaLog:
+    global _llama_log
+    with _backend_lock:
+        if _llama_log is None:
+            _llama_log = _LlamaLog()
+            llama_cpp.llama_backend_init()
+        return _llama_log
+
+
+@dataclass(frozen=True)
+class ModelOptions:
+    gpu_layers: int = 0
+    use_mmap: bool = True
+
+
+class LlamaModel:
+    """Owns a `llama_model` and its vocabulary."""
+
+    def __init__(self, path: Path, options: ModelOptions):
+        llama_log = init_backend()
+        if not path.is_file():
+            raise ModelLoadError(f"model file not found: {path}")
+        params = llama_cpp.llama_model_default_params()
+        params.n_gpu_layers = options.gpu_layers
+        params.use_mmap = options.use_mmap
+        llama_log.errors.clear()
+        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        if not self._model:
+            # The first error line says why (a bad header, an unknown architecture, ...).
+            reason = llama_log.errors[0] if llama_log.errors else "llama.cpp could not read it"
+            raise ModelLoadError(f"cannot load model {path}: {reason}")
+        self.path = path
+        self.vocab = llama_cpp.llama_model_get_vocab(self._model)
+        self.n_vocab: int = llama_cpp.llama_vocab_n_tokens(self.vocab)
+        self.n_ctx_train: int = llama_cpp.llama_model_n_ctx_train(self._model)
+        self.add_bos: bool = llama_cpp.llama_vocab_get_add_bos(self.vocab)
+        self.bos_token_id: int = llama_cpp.llama_vocab_bos(self.vocab)
+        self.eos_token_id: int = llama_cpp.llama_vocab_eos(self.vocab)
+        self.eog_token_ids: tuple[int, ...] = tuple(
+            t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
+        )
+        self._piece_buffer = ctypes.create_string_buffer(256)
+
+    @property
+    def handle(self) -> llama_cpp.llama_model_p:
+        return self._model
+
+    def close(self) -> None:
+        if self._model:
+            llama_cpp.llama_model_free(self._model)
+            self._model = None
+
+    def metadata(self, key: str) -> str | None:
+        size = 4096
+        while True:
+            buffer = ctypes.create_string_buffer(size)
+            n = llama_cpp.llama_model_meta_val_str(self._model, key.encode(), buffer, size)
+            if n < 0:
+                return None
+            if n < size:
+                return buffer.raw[:n].decode("utf-8", errors="replace")
+            size = n + 1
+
+    def chat_template(self) -> str | None:
+        template = llama_cpp.llama_model_chat_template(self._model, None)
+        return template.decode("utf-8") if template else None
+
+    def tokenize(self, text: str, *, add_special: bool, parse_special: bool) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 8
+        tokens = (llama_cpp.llama_token * capacity)()
+        n = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, capacity, add_special, parse_special)
+        if n < 0:
+            capacity = -n
+            tokens = (llama_cpp.llama_token * capacity)()
+            n = llama_cpp.llama_tokenize(self.vocab, data, len(data), tokens, capacity, add_special, parse_special)
+        return tokens[:n]
+
+    def token_bytes(self, token: int, *, special: bool = False) -> bytes:
+        """The bytes of one token's piece. Not thread-safe: the scheduler thread's call."""
+        buffer = self._piece_buffer
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        if n < 0:
+            buffer = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        return buffer.raw[:n]
+
+    def detokenize(self, tokens: list[int], *, special: bool = True) -> str:
+        if not tokens:
+            return ""
+        array = (llama_cpp.llama_token * len(tokens))(*tokens)
+        capacity = max(64, len(tokens) * 16)
+        buffer = ctypes.create_string_buffer(capacity)
+        n = llama_cpp.llama_detokenize(self.vocab, array, len(tokens), buffer, capacity, False, special)
+        if n < 0:
+            capacity = -n
+            buffer = ctypes.create_string_buffer(capacity)
+            n = llama_cpp.llama_detokenize(self.vocab, array, len(tokens), buffer, capacity, False, special)
+        return buffer.raw[:n].decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> str:
+        return self.detokenize([token], special=True)
+
+    def is_eog(self, token: int) -> bool:
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
