@@ -123,6 +123,18 @@ class ModelList(ResponseStruct):
     object: str = "list"
 
 
+class ModelHealth(ResponseStruct):
+    id: str
+    slots: int
+    busy_slots: int
+    queued_choices: int  # choices waiting for a free slot
+
+
+class Health(ResponseStruct):
+    status: str
+    models: list[ModelHealth]
+
+
 class ErrorBody(msgspec.Struct):
     message: str
     type: str

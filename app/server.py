@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from litestar import Litestar, MediaType, Request, Response, get, post
@@ -14,7 +15,7 @@ from app.completions import create_completion
 from app.errors import ApiError, RequestValidationError
 from app.generation import resolve_model
 from app.openapi import openapi_document
-from app.response_types import ErrorBody, ErrorResponse, ModelCard, ModelList
+from app.response_types import ErrorBody, ErrorResponse, Health, ModelCard, ModelHealth, ModelList
 from backends.registry import ModelRegistry, ServedModel
 
 log = logging.getLogger("fireside.server")
@@ -55,8 +56,8 @@ async def get_model(request: Request, model_id: str) -> ModelCard:
 
 
 @get("/health")
-async def health(request: Request) -> dict[str, object]:
-    return {"status": "ok", "models": [served.id for served in _registry(request)]}
+async def health(request: Request) -> Health:
+    return Health("ok", [ModelHealth(served.id, **dataclasses.asdict(served.engine.load())) for served in _registry(request)])
 
 
 @get(["/openapi.json", "/v1/openapi.json"], media_type=MediaType.JSON)

@@ -51,6 +51,13 @@ class EngineOptions:
     batch_size: int = 512
 
 
+@dataclass(frozen=True)
+class EngineLoad:
+    slots: int
+    busy_slots: int
+    queued_choices: int
+
+
 @dataclass(eq=False)
 class _Waiting:
     handle: JobHandle
@@ -120,6 +127,14 @@ class Engine:
         handle = JobHandle(job, asyncio.get_running_loop())
         self._inbox.put(handle)
         return handle
+
+    def load(self) -> EngineLoad:
+        """A snapshot for health checks; reading sizes from another thread is safe under the GIL."""
+        return EngineLoad(
+            slots=self.options.parallel,
+            busy_slots=len(self._active),
+            queued_choices=len(self._waiting) + self._inbox.qsize(),
+        )
 
     def close(self) -> None:
         if self._closing:

@@ -1,0 +1,111 @@
+"""Property-based contract test: schemathesis fuzzes the Fireworks API contract against the live server.
+
+Every operation in `fireworks-openapi.yaml` (POST /v1/completions, POST /v1/chat/completions) is
+exercised with generated bodies, valid and invalid alike. The only property asserted is that the
+server never answers 5xx (schemathesis's `not_a_server_error` check); 4xx answers to nonsense bodies
+are expected. A timeout or a dropped connection fails the test as well, with the request shown as
+a curl command.
+
+The spec's server URL ends in `/inference`, so requests go to `<server>/inference/v1/...`, which
+Fireside serves alongside `/v1/...`.
+
+Cost is bounded for a 135M model on two cores: few examples per operation, no stateful phase, no
+shrinking, and every dict body is clamped to at most 2 choices of at most 8 tokens. Most bodies get
+the served model's name so they reach real generation; about a quarter keep the generated name,
+which should be answered 404.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import schemathesis
+from schemathesis.checks import not_a_server_error
+from schemathesis.config import SchemathesisConfig
+
+from conftest import SPEC_DIR, RunningServer
+
+MAX_EXAMPLES = 30  # per operation, fuzzing phase
+REQUEST_TIMEOUT = 30.0  # seconds per request
+MAX_N = 2
+MAX_TOKENS = 8
+TOKEN_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
+
+CONFIG = SchemathesisConfig.from_dict(
+    {
+        "request-timeout": REQUEST_TIMEOUT,
+        "request-retries": 0,
+        "warnings": False,
+        "generation": {
+            "max-examples": MAX_EXAMPLES,
+            "no-shrink": True,  # a shrink loop against a slow server could take minutes
+            "database": "none",  # no .hypothesis/ folder, no replays from earlier runs
+        },
+        "phases": {
+            "examples": {"enabled": True},
+            "fuzzing": {"enabled": True},
+            "coverage": {"enabled": True},
+            "stateful": {"enabled": False},
+        },
+        "checks": {"enabled": False, "not_a_server_error": {"enabled": True}},
+    }
+)
+schema = schemathesis.openapi.from_path(SPEC_DIR / "fireworks-openapi.yaml", config=CONFIG)
+
+STATUSES: Counter[str] = Counter()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def status_summary() -> Iterator[None]:
+    """Print how the generated requests were answered (visible with `-s`)."""
+    yield
+    if STATUSES:
+        print(f"\nschemathesis: {sum(STATUSES.values())} requests, answers {dict(sorted(STATUSES.items()))}")
+
+
+def _lower(value: Any, limit: int) -> Any:
+    """`value` capped at `limit` when it is a number above it; anything else is left for the server to judge."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and value > limit:
+        return type(value)(limit)
+    return value
+
+
+def bound_body(body: Any, served_model: str) -> None:
+    """Make a generated body cheap to serve and, mostly, aimed at the served model (in place)."""
+    if not isinstance(body, dict):
+        return
+    if "model" in body:
+        # Deterministic per body, so a failing example replays identically: ~3 in 4 use the served model.
+        digest = zlib.crc32(json.dumps(body, sort_keys=True, default=repr).encode())
+        if digest % 4:
+            body["model"] = served_model
+    if "n" in body:
+        body["n"] = _lower(body["n"], MAX_N)
+    for field in TOKEN_LIMIT_FIELDS:
+        if field in body:
+            body[field] = _lower(body[field], MAX_TOKENS)
+    if all(body.get(field) is None for field in TOKEN_LIMIT_FIELDS):
+        # No limit given (absent or null): set one, never both at once.
+        field = "max_completion_tokens" if "max_completion_tokens" in body and "max_tokens" not in body else "max_tokens"
+        body[field] = MAX_TOKENS
+
+
+@schema.parametrize()
+def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> None:
+    bound_body(case.body, server.model)
+    try:
+        response = case.call_and_validate(
+            base_url=f"{server.base_url}/inference",
+            checks=[not_a_server_error],
+            timeout=REQUEST_TIMEOUT,
+        )
+    except BaseException:
+        STATUSES["error"] += 1
+        raise
+    STATUSES[str(response.status_code)] += 1
+    print("DBG", case.meta.generation.mode.value if case.meta else None, response.status_code, json.dumps(case.body, default=repr)[:300], "=>", response.text[:200].replace("\n"," "))

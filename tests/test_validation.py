@@ -1,0 +1,182 @@
+"""Validation (422/400/404), routes, model ids and the OpenAPI document, over real HTTP."""
+
+from __future__ import annotations
+
+import pytest
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def detail(response):
+    assert response.status_code == 422, response.text
+    [item] = response.json()["detail"]
+    assert set(item) == {"loc", "msg", "type"}
+    return item
+
+
+@pytest.mark.parametrize("path", [COMPLETIONS, CHAT])
+@pytest.mark.parametrize("body", [b"not json", b"{\"model\": ", b"[1, 2]", b"42", b"\"text\"", b"null", b""])
+def test_bodies_that_are_not_json_objects_are_422(http, path, body):
+    item = detail(http.post(path, content=body, headers={"content-type": "application/json"}))
+    assert item["loc"] == ["body"]
+
+
+@pytest.mark.parametrize(("path", "extra"), [(COMPLETIONS, {"prompt": "x"}), (CHAT, {"messages": MESSAGES})])
+def test_unknown_fields_are_422_naming_the_field(http, server, path, extra):
+    item = detail(http.post(path, json={"model": server.model, **extra, "frobnicate": 1}))
+    assert item["loc"] == ["body", "frobnicate"] and item["type"] == "extra_forbidden"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("temperature", 2.5), ("temperature", -0.1), ("temperature", "hot"), ("top_p", 1.5), ("top_k", 101),
+        ("top_k", 1.5), ("min_p", -1), ("typical_p", 2), ("frequency_penalty", 2.1), ("presence_penalty", -3),
+        ("repetition_penalty", 2.5), ("n", 0), ("n", 129), ("stream", "yes"), ("echo", 1), ("seed", "1"),
+        ("ignore_eos", None), ("context_length_exceeded_behavior", "explode"), ("service_tier", "gold"),
+        ("stop", 5), ("stop", ["a", 1]), ("logit_bias", {"1": "x"}), ("metadata", {"a": 1}),
+        ("max_tokens", "many"), ("logprobs", "yes"), ("sampling_mask", "all"), ("reasoning_effort", "extreme"),
+        ("reasoning_history", "forever"), ("thinking", {"type": "sometimes"}),
+        ("response_format", {"type": "yaml"}), ("stream_options", {"include_usage": "no"}),
+    ],
+)
+def test_field_types_enums_and_ranges_are_422(http, server, field, value):
+    item = detail(http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", field: value}))
+    assert item["loc"][:2] == ["body", field]
+
+
+def test_nested_paths_are_named(http, server):
+    item = detail(http.post(CHAT, json={"model": server.model, "messages": [{"role": "user"}, {"content": "x"}]}))
+    assert item["loc"] == ["body", "messages", 1, "role"] and item["type"] == "missing"
+    item = detail(http.post(CHAT, json={"model": server.model, "messages": [{"role": "user", "content": [{"type": "text", "txt": "x"}]}]}))
+    assert item["loc"] == ["body", "messages", 0, "content", 0, "txt"]
+    item = detail(http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", "stream_options": {"bogus": 1}}))
+    assert item["loc"] == ["body", "stream_options", "bogus"]
+
+
+@pytest.mark.parametrize(("path", "missing"), [(COMPLETIONS, "prompt"), (COMPLETIONS, "model"), (CHAT, "model")])
+def test_required_fields_are_422(http, server, path, missing):
+    body = {"model": server.model, "prompt": "x"} if path == COMPLETIONS else {"model": server.model, "messages": MESSAGES}
+    del body[missing]
+    item = detail(http.post(path, json=body))
+    assert item["loc"] == ["body", missing] and item["type"] == "missing"
+
+
+NOT_YET = [
+    ("raw_output", True, "raw_output"),
+    ("perf_metrics_in_response", True, "perf_metrics_in_response"),
+    ("logprobs", True, "logprobs"),
+    ("logprobs", 2, "logprobs"),
+    ("top_logprobs", 2, "top_logprobs"),
+    ("sampling_mask", "count", "sampling_mask"),
+    ("echo_last", 3, "echo_last"),
+    ("response_format", {"type": "json_object"}, "response_format"),
+    ("speculation", "draft text", "speculation"),
+    ("prediction", {"type": "content", "content": "x"}, "prediction"),
+    ("reasoning_effort", "low", "reasoning_effort"),
+    ("reasoning_history", "preserved", "reasoning_history"),
+    ("thinking", {"type": "enabled"}, "thinking"),
+    ("return_token_ids", True, "return_token_ids"),
+]
+NOT_YET_CHAT = [
+    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tools"),
+    ("functions", [{"name": "f"}], "functions"),
+    ("tool_choice", "required", "tool_choice"),
+    ("tool_choice", {"type": "function", "function": {"name": "f"}}, "tool_choice"),
+    ("function_call", {"name": "f"}, "function_call"),
+    ("prompt_truncate_len", 100, "prompt_truncate_len"),
+    ("safe_tokenization", True, "safe_tokenization"),
+    ("echo", True, "echo"),
+]
+
+
+@pytest.mark.parametrize(("field", "value", "name"), NOT_YET)
+@pytest.mark.parametrize("path", [COMPLETIONS, CHAT])
+def test_fields_for_later_are_400_not_supported_yet(http, server, path, field, value, name):
+    base = {"model": server.model, "prompt": "x"} if path == COMPLETIONS else {"model": server.model, "messages": MESSAGES}
+    response = http.post(path, json={**base, field: value})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"] == f"not supported yet: {name}"
+
+
+@pytest.mark.parametrize(("field", "value", "name"), NOT_YET_CHAT)
+def test_chat_fields_for_later_are_400_not_supported_yet(http, server, field, value, name):
+    response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, field: value})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"] == f"not supported yet: {name}"
+
+
+def test_stream_buffering_options_are_400_not_supported_yet(http, server):
+    response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", "stream": True,
+                                            "stream_options": {"buffer_tokens": 4}})
+    assert response.json()["error"]["message"] == "not supported yet: stream_options.buffer_tokens"
+
+
+def test_prompt_token_ids_with_messages_is_400(http, server):
+    response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, "prompt_token_ids": [1, 2]})
+    assert response.status_code == 400
+
+
+def test_informational_fields_are_accepted(http, server):
+    response = http.post(CHAT, json={
+        "model": server.model, "messages": MESSAGES, "max_tokens": 2, "user": "u1", "metadata": {"k": "v"},
+        "prompt_cache_key": "k", "prompt_cache_isolation_key": "i", "service_tier": "priority",
+        "raw_output": False, "logprobs": False, "response_format": {"type": "text"}, "parallel_tool_calls": True,
+        "safe_tokenization": False, "return_token_ids": False,
+    })
+    assert response.status_code == 200, response.text
+
+
+def test_unknown_model_is_404_in_openai_shape(http):
+    response = http.post(CHAT, json={"model": "no-such-model", "messages": MESSAGES})
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert "no-such-model" in error["message"] and error["code"] == "model_not_found"
+
+
+def test_fireworks_style_model_ids_resolve(http, server):
+    response = http.post(COMPLETIONS, json={"model": f"accounts/fireworks/models/{server.model}", "prompt": "x", "max_tokens": 1})
+    assert response.status_code == 200, response.text
+    assert response.json()["model"] == f"accounts/fireworks/models/{server.model}"
+    assert http.post(COMPLETIONS, json={"model": "accounts/fireworks/models/other", "prompt": "x"}).status_code == 404
+
+
+def test_inference_prefix_serves_the_same_api(http, server):
+    for path in ("/inference/v1/completions", "/v1/completions"):
+        response = http.post(path, json={"model": server.model, "prompt": "Hello", "max_tokens": 2})
+        assert response.status_code == 200, (path, response.text)
+    assert http.get("/inference/v1/models").json() == http.get("/v1/models").json()
+
+
+def test_models_list_in_openai_shape(http, server):
+    body = http.get("/v1/models").json()
+    assert body["object"] == "list"
+    [card] = body["data"]
+    assert card["id"] == server.model and card["object"] == "model" and card["owned_by"]
+    assert http.get(f"/v1/models/{server.model}").json()["id"] == server.model
+    assert http.get("/v1/models/nothing").status_code == 404
+
+
+def test_health(http, server):
+    body = http.get("/health").json()
+    assert body["status"] == "ok"
+    assert body["models"][0]["id"] == server.model and body["models"][0]["slots"] == 4
+
+
+def test_openapi_document_describes_our_api(http):
+    document = http.get("/openapi.json").json()
+    assert document["openapi"].startswith("3.1")
+    for path in ("/v1/completions", "/v1/chat/completions", "/inference/v1/chat/completions"):
+        assert "post" in document["paths"][path]
+    schema = document["components"]["schemas"]["ChatCompletionRequest"]
+    assert schema["additionalProperties"] is False
+    assert "temperature" in schema["properties"] and "messages" in schema["properties"]
+
+
+def test_unknown_route_is_404_in_openai_shape(http):
+    response = http.get("/v1/nothing-here")
+    assert response.status_code == 404
+    assert "error" in response.json()
