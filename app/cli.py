@@ -71,7 +71,8 @@ def serve(args: argparse.Namespace) -> int:
             ModelOptions(gpu_layers=args.gpu_layers),
             EngineOptions(
                 ctx_size=max(0, args.ctx_size), parallel=args.parallel,
-                threads=threads, threads_batch=max(threads, os.cpu_count() or 1),
+                # like llama-server, prefill uses the same threads: more would fight the HTTP side
+                threads=threads, threads_batch=threads,
             ),
         )
     except ModelLoadError as error:

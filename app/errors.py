@@ -94,7 +94,7 @@ def _parse_path(path: str) -> list[str | int]:
             loc.append(name)
         elif index:
             loc.append(int(index))
-        else:
+        elif key != "...":  # msgspec writes `[...]` for a dict value without naming its key
             loc.append(key)
     return loc
 
