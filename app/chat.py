@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 from litestar.response import Response, Stream
+from litestar.types import Receive
 
 from app.errors import BadRequest, NotSupportedYet
 from app.generation import collect, new_id, now, resolve_model, sse_response
@@ -126,7 +127,7 @@ class ChatStreamShape:
         return self._chunk([], usage)
 
 
-async def create_chat_completion(registry: ModelRegistry, body: bytes) -> Response | Stream:
+async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: Receive) -> Response | Stream:
     request = decode_request(body, ChatCompletionRequest)
     check_meaning(request)
     reject_unsupported(request)
@@ -148,7 +149,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes) -> Respon
     if request.stream:
         shape = ChatStreamShape(response_id, created, request.model, job.choice_count)
         return sse_response(handle, shape, include_usage=include_usage(request))
-    results, usage = await collect(handle)
+    results, usage = await collect(handle, receive)
     choices = [
         ChatChoice(i, AssistantMessage(role="assistant", content=result.text), result.finish_reason, None)
         for i, result in enumerate(results)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from msgspec import UNSET, UnsetType
 from litestar.response import Response, Stream
+from litestar.types import Receive
 
 from app.errors import BadRequest
 from app.generation import collect, new_id, now, resolve_model, sse_response
@@ -84,7 +85,7 @@ class CompletionStreamShape:
         return self._chunk([], usage)
 
 
-async def create_completion(registry: ModelRegistry, body: bytes) -> Response | Stream:
+async def create_completion(registry: ModelRegistry, body: bytes, receive: Receive) -> Response | Stream:
     request = decode_request(body, CompletionRequest)
     check_meaning(request)
     reject_unsupported(request)
@@ -114,7 +115,7 @@ async def create_completion(registry: ModelRegistry, body: bytes) -> Response | 
     if request.stream:
         shape = CompletionStreamShape(response_id, created, request.model, echoes)
         return sse_response(handle, shape, include_usage=include_usage(request))
-    results, usage = await collect(handle)
+    results, usage = await collect(handle, receive)
     choices = [
         CompletionChoice(i, (echoes[i] if echoes else "") + result.text, result.finish_reason, None)  # type: ignore[arg-type]
         for i, result in enumerate(results)

@@ -5,6 +5,7 @@ Both endpoints share this; each supplies a `StreamShape` that wraps text in its 
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 
 import msgspec
 from litestar.response import Stream
+from litestar.types import Receive
 
 from app.errors import ApiError, EngineFailure, ModelNotFound
 from app.response_types import UsageInfo
@@ -73,10 +75,17 @@ def _failure(event: JobFailed) -> ApiError:
     return error if isinstance(error, ApiError) else EngineFailure(f"generation failed: {error}")
 
 
-async def collect(handle: JobHandle) -> tuple[list[ChoiceResult], UsageInfo]:
-    """Wait for every choice of a job; the client's request is cancelled if it goes away."""
+async def _cancel_when_client_leaves(handle: JobHandle, receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    handle.cancel()
+
+
+async def collect(handle: JobHandle, receive: Receive) -> tuple[list[ChoiceResult], UsageInfo]:
+    """Wait for every choice of a job; a client that goes away meanwhile cancels it."""
     results = [ChoiceResult() for _ in range(handle.job.choice_count)]
     counter = UsageCounter(handle.job.n)
+    watcher = asyncio.create_task(_cancel_when_client_leaves(handle, receive))
     try:
         async for event in handle.events():
             if isinstance(event, TextDelta):
@@ -88,6 +97,7 @@ async def collect(handle: JobHandle) -> tuple[list[ChoiceResult], UsageInfo]:
             else:
                 raise _failure(event)
     finally:
+        watcher.cancel()
         handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
     return results, counter.usage()
 

@@ -33,12 +33,12 @@ def _registry(request: Request) -> ModelRegistry:
 
 @post(_paths("/completions"), status_code=200)
 async def completions(request: Request) -> Response | Stream:
-    return await create_completion(_registry(request), await request.body())
+    return await create_completion(_registry(request), await request.body(), request.receive)
 
 
 @post(_paths("/chat/completions"), status_code=200)
 async def chat_completions(request: Request) -> Response | Stream:
-    return await create_chat_completion(_registry(request), await request.body())
+    return await create_chat_completion(_registry(request), await request.body(), request.receive)
 
 
 def _card(served: ServedModel) -> ModelCard:

@@ -99,8 +99,12 @@ class JobHandle:
         return self._cancelled.is_set()
 
     def cancel(self) -> None:
-        """Stop generating; the scheduler frees the job's slots at its next step."""
+        """Stop generating; the scheduler frees the job's slots at its next step.
+
+        Called on the event loop (the consumer's side), so it may wake `events()` directly.
+        """
         self._cancelled.set()
+        self._ready.set()
 
     def deliver(self, events: list[Event]) -> None:
         """Runs on the event loop (scheduled by the scheduler thread)."""
@@ -108,11 +112,13 @@ class JobHandle:
         self._ready.set()
 
     async def events(self) -> AsyncIterator[Event]:
-        """Yield events until every choice finished or the job failed."""
+        """Yield events until every choice finished, the job failed or it was cancelled."""
         remaining = self.job.choice_count
         while remaining:
             await self._ready.wait()
             self._ready.clear()
+            if self.cancelled:
+                return
             while self._events:
                 event = self._events.popleft()
                 yield event

@@ -77,6 +77,17 @@ def test_client_that_disconnects_mid_stream_stops_its_generation(server):
     assert _wait_idle(server) < 5
 
 
+def test_client_that_gives_up_on_a_whole_answer_stops_its_generation(server):
+    body = {"model": server.model, "prompt": "Tell me a long story.", "max_tokens": 1000, "ignore_eos": True}
+    with httpx.Client(base_url=server.base_url, timeout=0.5) as client:
+        try:
+            client.post("/v1/completions", json=body)
+            raise AssertionError("1000 tokens came back within half a second")
+        except httpx.ReadTimeout:
+            pass  # the client closes its connection
+    assert _wait_idle(server) < 5
+
+
 def test_disconnect_while_queued_drops_the_waiting_choices(server):
     """A client that leaves while its choices wait for slots never gets them prefilled."""
     busy = {"model": server.model, "prompt": "Count to a thousand:", "max_tokens": 1000, "ignore_eos": True,

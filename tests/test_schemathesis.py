@@ -29,7 +29,7 @@ import schemathesis
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 
-from conftest import SPEC_DIR, RunningServer
+from tests.conftest import SPEC_DIR, RunningServer
 
 MAX_EXAMPLES = 30  # per operation, fuzzing phase
 REQUEST_TIMEOUT = 30.0  # seconds per request
@@ -117,5 +117,6 @@ def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> Non
         notes = "\n".join(getattr(exc, "__notes__", []))  # schemathesis adds a curl command
         pytest.fail(f"{case.operation.label}: no answer: {type(exc).__name__}: {exc}\n{notes}", pytrace=False)
     STATUSES[str(response.status_code)] += 1
+    print("DBG", case.operation.path, case.meta.phase.name.value if case.meta else None, case.meta.generation.mode.value if case.meta else None, response.status_code, response.elapsed, json.dumps(case.body, default=repr)[:300], "=>", response.text[:200].replace("\n"," "))
     # Raises with the status, the answer's body and a curl command for the request on a 5xx.
     case.validate_response(response, checks=[not_a_server_error], transport_kwargs={"base_url": base_url})
