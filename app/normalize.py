@@ -97,6 +97,9 @@ def check_meaning(request: GenerationFields) -> None:
         raise BadRequest(f"max_tokens must be 0 or more, got {limit}", param="max_tokens")
     if isinstance(request.stop, list) and len(request.stop) > MAX_STOP_SEQUENCES:
         raise BadRequest(f"stop takes at most {MAX_STOP_SEQUENCES} sequences, got {len(request.stop)}", param="stop")
+    if request.repetition_penalty is not None and request.repetition_penalty <= 0:
+        # the penalty divides positive logits: 0 has no meaning (vLLM refuses it too)
+        raise BadRequest("repetition_penalty must be greater than 0", param="repetition_penalty")
     if request.mirostat_target is not None and request.mirostat_target <= 0:
         raise BadRequest("mirostat_target must be greater than 0", param="mirostat_target")
     if request.mirostat_lr is not None and not 0 < request.mirostat_lr <= 1:
@@ -117,7 +120,8 @@ def _check_chat(request: ChatCompletionRequest) -> None:
     if request.messages is not None and request.prompt_token_ids is not None:
         raise BadRequest("give messages or prompt_token_ids, not both", param="messages")
     if request.messages is None and request.prompt_token_ids is None:
-        raise RequestValidationError.at(["messages"], "Field required", "missing")
+        # the schema leaves both optional; a chat needs one of them
+        raise BadRequest("messages is required (or prompt_token_ids)", param="messages")
 
 
 def _check_prompt_shape(prompt: str | list[Any]) -> None:
