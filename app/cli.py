@@ -23,7 +23,7 @@ def _positive(value: str) -> int:
     return number
 
 
-def _default_threads() -> int:
+def default_threads() -> int:
     # Decode is memory-bound: half the logical CPUs (about the physical cores) is llama.cpp's choice.
     return max(1, (os.cpu_count() or 2) // 2)
 
@@ -57,6 +57,15 @@ def model_specs(paths: list[Path], aliases: list[str]) -> list[ModelSpec]:
     return [ModelSpec(path, aliases[i] if i < len(aliases) else None) for i, path in enumerate(paths)]
 
 
+def engine_options(args: argparse.Namespace) -> EngineOptions:
+    threads = args.threads or default_threads()
+    return EngineOptions(
+        ctx_size=max(0, args.ctx_size), parallel=args.parallel,
+        # like llama-server, prefill uses the same threads: more would fight the HTTP side
+        threads=threads, threads_batch=threads,
+    )
+
+
 def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
@@ -64,16 +73,10 @@ def serve(args: argparse.Namespace) -> int:
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
-    threads = args.threads or _default_threads()
+    options = engine_options(args)
     try:
         registry = ModelRegistry.load(
-            model_specs(args.model, args.alias),
-            ModelOptions(gpu_layers=args.gpu_layers),
-            EngineOptions(
-                ctx_size=max(0, args.ctx_size), parallel=args.parallel,
-                # like llama-server, prefill uses the same threads: more would fight the HTTP side
-                threads=threads, threads_batch=threads,
-            ),
+            model_specs(args.model, args.alias), ModelOptions(gpu_layers=args.gpu_layers), options
         )
     except ModelLoadError as error:
         print(f"fireside: {error}", file=sys.stderr)
@@ -81,7 +84,7 @@ def serve(args: argparse.Namespace) -> int:
     try:
         for served in registry:
             print(f"serving {served.id} from {served.path} "
-                  f"({served.engine.ctx_size} tokens per request, {args.parallel} slots, {threads} threads)")
+                  f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, {options.threads} threads)")
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)
         config = uvicorn.Config(create_app(registry), host=args.host, port=args.port,
