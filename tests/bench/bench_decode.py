@@ -23,9 +23,7 @@ import argparse
 import json
 import os
 import platform
-import socket
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -43,8 +41,8 @@ from app import cli  # noqa: E402
 from app.cli import default_threads  # noqa: E402
 from backends.engine import EngineOptions  # noqa: E402
 from backends.registry import default_model_path  # noqa: E402
+from tests.conftest import start_server, stop_server  # noqa: E402
 
-FIRESIDE = Path(sys.executable).with_name("fireside")
 
 # About 100 tokens of plain English for SmolLM2's tokenizer (BOS included).
 DEFAULT_PROMPT = (
@@ -153,50 +151,21 @@ class Baseline:
 # ---- fireside: the real server over SSE ------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 class Server:
+    """The real `fireside serve`, started and stopped by the test suite's own helpers."""
+
     def __init__(self, args: argparse.Namespace):
         self.args = args
-        self.port = args.port or free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.log = open(args.server_log, "w") if args.server_log else subprocess.DEVNULL  # noqa: SIM115
-        command = [
-            str(FIRESIDE), "serve", "--port", str(self.port), "--ctx-size", str(args.ctx_size),
-            "--threads", str(args.threads), "--parallel", str(args.parallel),
-        ]
-        self.process = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
-        self.client = httpx.Client(base_url=self.base_url, timeout=httpx.Timeout(300, connect=10), trust_env=False)
-        self.model = ""
-
-    def wait_ready(self, timeout: float = 120.0) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"fireside exited with {self.process.returncode} (see --server-log)")
-            try:
-                health = self.client.get("/health", timeout=2).json()
-                self.model = health["models"][0]["id"]
-                return
-            except (httpx.HTTPError, KeyError, ValueError):
-                time.sleep(0.2)
-        raise RuntimeError("fireside did not become healthy in time")
+        self.running = start_server(
+            "--ctx-size", str(args.ctx_size), "--threads", str(args.threads), "--parallel", str(args.parallel),
+        )
+        self.model = self.running.model
+        self.client = httpx.Client(base_url=self.running.base_url, timeout=httpx.Timeout(300, connect=10),
+                                   trust_env=False)
 
     def stop(self) -> None:
         self.client.close()
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.log is not subprocess.DEVNULL:
-            self.log.close()
+        stop_server(self.running)
 
     def run(self, rep: int) -> Run:
         body = {
@@ -262,8 +231,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--baseline-flash-attn", choices=("on", "off"), default="on",
                         help="flash attention in the baseline Llama (default on: the server's llama.cpp "
                              "'auto' picks it on CPU; Llama() itself defaults to off)")
-    parser.add_argument("--port", type=int, default=0, help="server port (default: a free one)")
-    parser.add_argument("--server-log", default=None, metavar="PATH", help="write the server's output here")
     parser.add_argument("--json", default=None, metavar="PATH", help="also write the results as JSON")
     args = parser.parse_args(argv)
     if args.tokens < 2 or args.reps < 1 or args.warmup < 0 or args.threads < 1:
@@ -299,7 +266,6 @@ def main(argv: list[str] | None = None) -> int:
     runs: list[Run] = []
     try:
         baseline = Baseline(model_path, args)
-        server.wait_ready()
         for i in range(args.warmup):
             baseline.run(-1 - i)
             server.run(-1 - i)
