@@ -13,7 +13,7 @@ PROMPTS = ["The capital of France is", "Two plus two is", "My favourite animal i
 
 
 async def _greedy(client: httpx.AsyncClient, model: str, prompt: str, stream: bool) -> tuple[str, int]:
-    body = {"model": model, "prompt": prompt, "max_tokens": 12, "temperature": 0, "ignore_eos": True}
+    body = {"model": model, "prompt": prompt, "max_tokens": 24, "temperature": 0, "ignore_eos": True}
     if not stream:
         answer = (await client.post("/v1/completions", json=body)).json()
         return answer["choices"][0]["text"], answer["usage"]["completion_tokens"]
@@ -31,7 +31,7 @@ async def _greedy(client: httpx.AsyncClient, model: str, prompt: str, stream: bo
 
 def test_concurrent_requests_all_complete_correctly(server, http):
     """More requests than slots, streamed and not: each gets its own prompt's full answer."""
-    alone = [http.post("/v1/completions", json={"model": server.model, "prompt": p, "max_tokens": 12,
+    alone = [http.post("/v1/completions", json={"model": server.model, "prompt": p, "max_tokens": 24,
                                                  "temperature": 0, "ignore_eos": True}).json()
              for p in PROMPTS]
 
@@ -43,10 +43,8 @@ def test_concurrent_requests_all_complete_correctly(server, http):
 
     together = asyncio.run(run_all())
     for (text, tokens), single in zip(together, alone, strict=True):
-        assert tokens == 12
-        # Batched decoding may round differently from a lone decode, so compare the start, which
-        # carries the prompt's own answer (a mix-up between requests would differ at once).
-        assert text[:8] == single["choices"][0]["text"][:8]
+        assert tokens == 24
+        assert text == single["choices"][0]["text"]  # at temperature 0: the same text alone and under load
     assert server.health()["models"][0]["busy_slots"] == 0
 
 
