@@ -11,8 +11,9 @@ from litestar.response import Response, Stream
 from litestar.types import Receive
 
 from app.errors import BadRequest, NotSupportedYet
-from app.generation import collect, new_id, now, resolve_model, sse_response
+from app.generation import collect, new_id, now, resolve_model, sse_response, submit
 from app.normalize import (
+    cache_keys,
     check_meaning,
     decode_request,
     fit_max_tokens,
@@ -143,8 +144,9 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         n=request.n,
         sampling=sampling_params(request, served.model.n_vocab),
         stop=stop_sequences(request),
+        cache=cache_keys(request),
     )
-    handle = served.engine.submit(job)
+    handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()
     if request.stream:
         shape = ChatStreamShape(response_id, created, request.model, job.choice_count)

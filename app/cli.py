@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
 from backends.engine import EngineOptions
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
+from backends.threads import physical_cores
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
@@ -23,9 +23,9 @@ def _positive(value: str) -> int:
     return number
 
 
-def default_threads() -> int:
-    # Decode is memory-bound: half the logical CPUs (about the physical cores) is llama.cpp's choice.
-    return max(1, (os.cpu_count() or 2) // 2)
+def _threads(value: str) -> int | None:
+    """`auto` (None): adapt per step; a number: exactly that many threads."""
+    return None if value == "auto" else _positive(value)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,11 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument("--ctx-size", type=int, default=0, metavar="TOKENS",
                        help="context window of each request (default: the model's, at most 4096)")
-    serve.add_argument("--threads", type=_positive, default=None, help="CPU threads for generation")
+    serve.add_argument("--threads", type=_threads, default=None, metavar="auto|N",
+                       help="CPU threads per decode step: auto (default) adapts between 1 and the physical "
+                            "cores as other programs take CPU time; a number fixes it")
     serve.add_argument("--gpu-layers", type=int, default=0, metavar="N",
                        help="layers to offload to the GPU (-1: all)")
     serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
                        help="sequences decoded together (slots)")
+    serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
+                       help="requests that may wait for a slot; beyond it: 429 with Retry-After")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
     return parser
 
@@ -58,11 +62,9 @@ def model_specs(paths: list[Path], aliases: list[str]) -> list[ModelSpec]:
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
-    threads = args.threads or default_threads()
     return EngineOptions(
-        ctx_size=max(0, args.ctx_size), parallel=args.parallel,
-        # like llama-server, prefill uses the same threads: more would fight the HTTP side
-        threads=threads, threads_batch=threads,
+        ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
+        threads=args.threads or physical_cores(), adaptive_threads=args.threads is None,
     )
 
 
@@ -84,7 +86,8 @@ def serve(args: argparse.Namespace) -> int:
     try:
         for served in registry:
             print(f"serving {served.id} from {served.path} "
-                  f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, {options.threads} threads)")
+                  f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, "
+                  f"threads: {served.engine.threads.describe()})")
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)
         config = uvicorn.Config(create_app(registry), host=args.host, port=args.port,

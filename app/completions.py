@@ -9,8 +9,9 @@ from litestar.response import Response, Stream
 from litestar.types import Receive
 
 from app.errors import BadRequest
-from app.generation import collect, new_id, now, resolve_model, sse_response
+from app.generation import collect, new_id, now, resolve_model, sse_response, submit
 from app.normalize import (
+    cache_keys,
     check_meaning,
     check_token_ids,
     decode_request,
@@ -105,12 +106,13 @@ async def create_completion(registry: ModelRegistry, body: bytes, receive: Recei
         n=request.n,
         sampling=sampling_params(request, model.n_vocab),
         stop=stop_sequences(request),
+        cache=cache_keys(request),
     )
     echoes = None
     if request.echo:
         texts = [text if text is not None else model.detokenize(tokens) for tokens, text in prompts]
         echoes = [texts[choice // request.n] for choice in range(job.choice_count)]
-    handle = served.engine.submit(job)
+    handle = submit(served, job)
     response_id, created = new_id("cmpl"), now()
     if request.stream:
         shape = CompletionStreamShape(response_id, created, request.model, echoes)

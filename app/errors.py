@@ -24,11 +24,13 @@ class ApiError(Exception):
     status_code = 400
     error_type = "invalid_request_error"
 
-    def __init__(self, message: str, *, param: str | None = None, code: str | None = None):
+    def __init__(self, message: str, *, param: str | None = None, code: str | None = None,
+                 headers: dict[str, str] | None = None):
         super().__init__(message)
         self.message = message
         self.param = param
         self.code = code
+        self.headers = headers or {}
 
     def body(self) -> ErrorResponse:
         return ErrorResponse(ErrorBody(self.message, self.error_type, self.param, self.code))
@@ -53,9 +55,14 @@ class ModelNotFound(ApiError):
         super().__init__(f"The model `{model}` does not exist.", param="model", code="model_not_found")
 
 
-class ServerBusy(ApiError):
-    status_code = 503
-    error_type = "server_error"
+class TooManyRequests(ApiError):
+    """The wait queue is full (429 with Retry-After, as OpenAI answers rate limits)."""
+
+    status_code = 429
+    error_type = "rate_limit_error"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message, code="server_busy", headers={"Retry-After": str(retry_after)})
 
 
 class EngineFailure(ApiError):

@@ -16,14 +16,22 @@ import msgspec
 from litestar.response import Stream
 from litestar.types import Receive
 
-from app.errors import ApiError, EngineFailure, ModelNotFound
+from app.errors import ApiError, EngineFailure, ModelNotFound, TooManyRequests
 from app.response_types import UsageInfo
-from backends.jobs import ChoiceFinished, JobFailed, JobHandle, TextDelta
+from backends.engine import QueueFull
+from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, JobHandle, TextDelta
 from backends.registry import ModelRegistry, ServedModel
 
 _encoder = msgspec.json.Encoder()
 DONE = b"data: [DONE]\n\n"
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+def submit(served: ServedModel, job: GenerationJob) -> JobHandle:
+    try:
+        return served.engine.submit(job)
+    except QueueFull as full:
+        raise TooManyRequests(str(full), full.retry_after) from None
 
 
 def resolve_model(registry: ModelRegistry, name: str) -> ServedModel:

@@ -14,7 +14,7 @@ import msgspec
 
 from app.errors import BadRequest, NotSupportedYet, RequestValidationError, from_msgspec
 from app.request_types import ChatCompletionRequest, CompletionRequest, GenerationFields
-from backends.jobs import SamplingParams
+from backends.jobs import CacheKeys, SamplingParams
 
 T = TypeVar("T")
 
@@ -154,6 +154,12 @@ def stop_sequences(request: GenerationFields) -> tuple[str, ...]:
         return ()
     stops = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
     return tuple(s for s in stops if s)
+
+
+def cache_keys(request: GenerationFields) -> CacheKeys:
+    """`prompt_cache_isolation_key` partitions reuse; `prompt_cache_key`, else `user`, steers."""
+    affinity = request.prompt_cache_key if request.prompt_cache_key is not None else request.user
+    return CacheKeys(isolation=request.prompt_cache_isolation_key, affinity=affinity)
 
 
 def sampling_params(request: GenerationFields, n_vocab: int) -> SamplingParams:

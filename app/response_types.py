@@ -128,6 +128,7 @@ class ModelHealth(ResponseStruct):
     slots: int
     busy_slots: int
     queued_choices: int  # choices waiting for a free slot
+    queued_requests: int  # requests none of whose choices started (bounded by --max-queue)
 
 
 class Health(ResponseStruct):

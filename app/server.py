@@ -66,7 +66,7 @@ async def openapi() -> dict[str, object]:
 
 
 def _api_error(_: Request, error: ApiError) -> Response:
-    return Response(error.body(), status_code=error.status_code)
+    return Response(error.body(), status_code=error.status_code, headers=error.headers)
 
 
 def _validation_error(_: Request, error: RequestValidationError) -> Response:

@@ -6,7 +6,10 @@ asyncio side hands it jobs through a thread-safe inbox and receives events throu
 calls run with the GIL released.
 
 Each step decodes one batch: the next token of every generating sequence, then as much pending
-prompt as fits (chunked prefill), so a long prompt does not stall the other streams.
+prompt as fits (chunked prefill), so a long prompt never stalls the other streams for more than
+one chunk. Slots keep their tokens after a request ends: a new request takes the free slot
+sharing the longest prefix with its prompt and prefills only the rest, or copies a longer
+prefix from another slot (how the choices of `n` > 1 share one prefill).
 """
 
 from __future__ import annotations
@@ -16,12 +19,14 @@ import codecs
 import logging
 import queue
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 
 import llama_cpp
 
 from backends.jobs import (
+    CacheKeys,
     ChoiceFinished,
     Event,
     FinishReason,
@@ -34,59 +39,115 @@ from backends.jobs import (
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.sampling import SamplerChain, choice_seed
 from backends.stops import StopMatcher
+from backends.threads import ThreadPolicy
 
 log = logging.getLogger("fireside.engine")
 
+# Copying a slot's cache costs about one stream of memory traffic; below this many extra
+# reusable tokens, prefilling them is as cheap.
+MIN_COPY_GAIN = 16
+
 
 class DecodeError(Exception):
-    """llama_decode failed for a batch; the jobs in it fail, the engine goes on."""
+    """llama_decode failed for one request's tokens; that request fails, the others go on."""
+
+
+class QueueFull(Exception):
+    """More requests wait for a slot than `max_queue` allows."""
+
+    def __init__(self, waiting: int, retry_after: int):
+        super().__init__(f"the server is busy: {waiting} requests are waiting for a slot; retry in {retry_after}s")
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)
 class EngineOptions:
     ctx_size: int  # context window of each sequence, in tokens
     parallel: int = 4
-    threads: int = 1
-    threads_batch: int = 1
+    threads: int = 1  # the most threads a step may use
+    adaptive_threads: bool = False
     batch_size: int = 512
+    max_queue: int = 64
 
 
 @dataclass(frozen=True)
 class EngineLoad:
     slots: int
     busy_slots: int
-    queued_choices: int
+    queued_choices: int  # choices waiting for a free slot
+    queued_requests: int  # requests none of whose choices started yet
+
+
+def common_prefix_length(a: list[int], b: tuple[int, ...] | list[int]) -> int:
+    """Length of the common prefix, by binary search over C-speed slice comparisons."""
+    low, high = 0, min(len(a), len(b))
+    if high and a[:high] == list(b[:high]):
+        return high
+    while low < high:
+        mid = (low + high + 1) // 2
+        if a[:mid] == list(b[:mid]):
+            low = mid
+        else:
+            high = mid - 1
+    return low
+
+
+class _Slot:
+    """One llama.cpp sequence id and what its cache holds (positions 0..len(tokens)-1)."""
+
+    __slots__ = ("id", "tokens", "isolation", "affinity", "last_used", "sequence")
+
+    def __init__(self, slot_id: int):
+        self.id = slot_id
+        self.tokens: list[int] = []
+        self.isolation: str | None = None
+        self.affinity: str | None = None
+        self.last_used = 0
+        self.sequence: _Sequence | None = None
+
+    def shared_prefix(self, prompt: tuple[int, ...], keys: CacheKeys) -> int:
+        if self.isolation != keys.isolation or not self.tokens:
+            return 0
+        return common_prefix_length(self.tokens, prompt)
 
 
 @dataclass(eq=False)
 class _Waiting:
     handle: JobHandle
     choice: int
+    prompt_index: int
     prompt: PromptSpec
+
+    @property
+    def group(self) -> tuple[JobHandle, int]:
+        """The choices of one prompt: they share its prefill."""
+        return self.handle, self.prompt_index
 
 
 class _Sequence:
-    """One choice being generated in one slot (llama.cpp sequence id)."""
+    """One choice being generated in one slot."""
 
     __slots__ = (
-        "slot", "handle", "choice", "prompt", "max_tokens", "fed", "n_past", "sampler",
-        "decoder", "stops", "generated", "last_token", "output_row",
+        "slot", "handle", "choice", "group", "prompt", "max_tokens", "fed", "sampler", "decoder",
+        "stops", "generated", "last_token", "output_row", "cached", "mark",
     )
 
-    def __init__(self, slot: int, waiting: _Waiting, sampler: SamplerChain):
+    def __init__(self, slot: _Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
+        self.group = waiting.group
         self.prompt = waiting.prompt.tokens
         self.max_tokens = waiting.prompt.max_tokens
-        self.fed = 0  # prompt tokens submitted to the context so far
-        self.n_past = 0  # positions filled in this sequence's cache
+        self.fed = cached  # prompt tokens in the slot's cache so far
+        self.cached = cached  # of which reused from an earlier request
         self.sampler = sampler
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.stops = StopMatcher(waiting.handle.job.stop)
         self.generated = 0
         self.last_token = -1
         self.output_row = -1  # batch row whose logits this sequence samples from, this step
+        self.mark = (len(slot.tokens), cached)  # (cache length, fed) before this step
 
     @property
     def prefilling(self) -> bool:
@@ -103,19 +164,29 @@ class Engine:
         params.n_ubatch = options.batch_size
         params.n_seq_max = options.parallel
         params.n_threads = options.threads
-        params.n_threads_batch = options.threads_batch
-        params.kv_unified = False  # each sequence gets its own ctx_size window
+        params.n_threads_batch = options.threads
+        params.kv_unified = False  # each sequence its own ctx_size window, attention over it alone
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not self._ctx:
             raise ModelLoadError(f"cannot create a context of {params.n_ctx} tokens for {model.path}")
         self.ctx_size = min(options.ctx_size, llama_cpp.llama_n_ctx_seq(self._ctx))
         self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._n_swa = llama_cpp.llama_model_n_swa(model.handle)
         self._batch = llama_cpp.llama_batch_init(options.batch_size, 0, 1)
+        self.threads = ThreadPolicy(
+            options.threads, adaptive=options.adaptive_threads,
+            apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
+        )
+        self._slots = [_Slot(i) for i in range(options.parallel)]
         self._inbox: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
         self._waiting: deque[_Waiting] = deque()
         self._active: list[_Sequence] = []
-        self._free_slots = list(range(options.parallel - 1, -1, -1))
+        self._prefilling: set[tuple[JobHandle, int]] = set()  # groups whose prefill is running
+        self._unstarted: set[JobHandle] = set()
+        self._queued_requests = 0
+        self._queue_lock = threading.Lock()
+        self._steps = 0
         self._outbox: dict[JobHandle, list[Event]] = {}
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
         self._closing = False
@@ -124,6 +195,11 @@ class Engine:
     # ---- asyncio side -------------------------------------------------------------------
 
     def submit(self, job: GenerationJob) -> JobHandle:
+        """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
+        with self._queue_lock:
+            if self._queued_requests >= self.options.max_queue:
+                raise QueueFull(self._queued_requests, retry_after=1)
+            self._queued_requests += 1
         handle = JobHandle(job, asyncio.get_running_loop())
         self._inbox.put(handle)
         return handle
@@ -133,7 +209,8 @@ class Engine:
         return EngineLoad(
             slots=self.options.parallel,
             busy_slots=len(self._active),
-            queued_choices=len(self._waiting) + self._inbox.qsize(),
+            queued_choices=len(self._waiting),
+            queued_requests=self._queued_requests,
         )
 
     def close(self) -> None:
@@ -161,6 +238,7 @@ class Engine:
                 except Exception as error:  # never let the scheduler die: fail what was running
                     log.exception("engine step failed")
                     for seq in list(self._active):
+                        self._clear(seq.slot)
                         self._fail(seq.handle, error)
             self._flush()
         for seq in list(self._active):
@@ -183,76 +261,193 @@ class Engine:
 
     def _enqueue(self, handle: JobHandle) -> None:
         job = handle.job
+        self._unstarted.add(handle)
+        waiting = False
         for p, prompt in enumerate(job.prompts):
             for j in range(job.n):
                 choice = p * job.n + j
                 if prompt.max_tokens <= 0:
                     self._emit(handle, ChoiceFinished(choice, "length", len(prompt.tokens), 0, 0))
                 else:
-                    self._waiting.append(_Waiting(handle, choice, prompt))
+                    self._waiting.append(_Waiting(handle, choice, p, prompt))
+                    waiting = True
+        if not waiting:
+            self._mark_started(handle)
+
+    def _mark_started(self, handle: JobHandle) -> None:
+        """The job no longer waits as a whole: it stops counting against `max_queue`."""
+        if handle in self._unstarted:
+            self._unstarted.discard(handle)
+            with self._queue_lock:
+                self._queued_requests -= 1
 
     def _drop_cancelled(self) -> None:
+        """Clients that went away: queued choices are dropped before any prefill, slots freed."""
         if any(w.handle.cancelled for w in self._waiting):
+            for w in self._waiting:
+                if w.handle.cancelled:
+                    self._mark_started(w.handle)
             self._waiting = deque(w for w in self._waiting if not w.handle.cancelled)
         for seq in [s for s in self._active if s.handle.cancelled]:
             self._release(seq)
 
     def _fill_slots(self) -> None:
-        while self._free_slots and self._waiting:
-            waiting = self._waiting.popleft()
-            params = waiting.handle.job.sampling
-            sampler = SamplerChain(
-                params,
-                seed=choice_seed(params.seed, waiting.choice),
-                n_vocab=self.model.n_vocab,
-                eog_tokens=self.model.eog_token_ids,
-                penalty_window=self.ctx_size,
-            )
-            self._active.append(_Sequence(self._free_slots.pop(), waiting, sampler))
+        if not self._waiting:
+            return
+        kept: deque[_Waiting] = deque()
+        failures: list[tuple[JobHandle, Exception]] = []
+        for waiting in self._waiting:
+            free = [slot for slot in self._slots if slot.sequence is None]
+            if not free or waiting.group in self._prefilling:
+                kept.append(waiting)  # siblings wait for their prompt's prefill, then copy it
+                continue
+            try:
+                self._start(waiting, free)
+            except Exception as error:  # e.g. a sampler that cannot be built: this job alone fails
+                failures.append((waiting.handle, error))
+        self._waiting = kept
+        for handle, error in failures:
+            self._fail(handle, error)
+
+    def _start(self, waiting: _Waiting, free: list[_Slot]) -> None:
+        job = waiting.handle.job
+        keys = job.cache
+        prompt = waiting.prompt.tokens
+
+        def preference(slot: _Slot) -> tuple[int, bool, int]:
+            steered = keys.affinity is not None and slot.affinity == keys.affinity
+            return slot.shared_prefix(prompt, keys), steered, -slot.last_used
+
+        slot = max(free, key=preference)
+        cached = self._reuse_prefix(slot, prompt, keys)
+        sampler = SamplerChain(
+            job.sampling,
+            seed=choice_seed(job.sampling.seed, waiting.choice),
+            n_vocab=self.model.n_vocab,
+            eog_tokens=self.model.eog_token_ids,
+            penalty_window=self.ctx_size,
+        )
+        seq = _Sequence(slot, waiting, sampler, cached)
+        slot.sequence = seq
+        slot.isolation, slot.affinity, slot.last_used = keys.isolation, keys.affinity, self._steps
+        self._active.append(seq)
+        if job.n > 1 and len(prompt) - cached > MIN_COPY_GAIN:
+            self._prefilling.add(waiting.group)  # the other choices will copy this prefill
+        self._mark_started(waiting.handle)
+
+    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], keys: CacheKeys) -> int:
+        """Keep the slot's longest usable prefix of `prompt` (copied from another slot when that
+        one holds more); return how many prompt tokens need no prefill."""
+        reusable = slot.shared_prefix(prompt, keys)
+        donor = max((s for s in self._slots if s is not slot), key=lambda s: s.shared_prefix(prompt, keys), default=None)
+        if donor is not None:
+            donated = donor.shared_prefix(prompt, keys)
+            if donated > reusable + MIN_COPY_GAIN:
+                llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
+                slot.tokens = donor.tokens[:donated]
+                reusable = donated
+        # The last prompt token is always decoded again: its logits give the first new token.
+        keep = min(reusable, len(prompt) - 1)
+        return keep if self._trim(slot, keep) else 0
+
+    def _trim(self, slot: _Slot, keep: int) -> bool:
+        """Cut the slot's cache to its first `keep` tokens; False if it had to be emptied."""
+        kept = keep > 0 and llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
+        if kept and self._n_swa > 0:
+            # a sliding-window cache may no longer hold what the kept tail attends to
+            kept = llama_cpp.llama_memory_seq_pos_min(self._memory, slot.id) <= max(0, keep - self._n_swa)
+        if not kept:
+            self._clear(slot)
+            return False
+        del slot.tokens[keep:]
+        return True
+
+    def _clear(self, slot: _Slot) -> None:
+        llama_cpp.llama_memory_seq_rm(self._memory, slot.id, -1, -1)
+        slot.tokens = []
 
     def _step(self) -> None:
+        self._steps += 1
+        sequences = list(self._active)
+        rows, prefill = self._fill_batch(sequences)
+        self.threads.before_step(prefill=prefill)
+        started = time.perf_counter()
+        status = llama_cpp.llama_decode(self._ctx, self._batch)
+        if status == 0:
+            self.threads.after_step(time.perf_counter() - started, rows=rows, prefill=prefill)
+            self._sample(sequences)
+        else:
+            self._decode_one_by_one(sequences, status)
+
+    def _fill_batch(self, sequences: list[_Sequence]) -> tuple[int, bool]:
+        """Next token of every generating sequence, then prompt chunks while room is left."""
         batch = self._batch
         capacity = self.options.batch_size
-        rows = 0
-        decoding = [seq for seq in self._active if not seq.prefilling]
-        for seq in decoding:
-            self._put(rows, seq.last_token, seq.n_past, seq.slot, True)
-            seq.output_row = rows
-            seq.n_past += 1
-            rows += 1
-        for seq in self._active:
+        rows, prefill = 0, False
+        for seq in sequences:
+            seq.mark = (len(seq.slot.tokens), seq.fed)
+            if not seq.prefilling:
+                self._put(rows, seq.last_token, seq.slot, True)
+                seq.output_row = rows
+                rows += 1
+        for seq in sequences:
             if not seq.prefilling or rows >= capacity:
                 continue
             take = min(capacity - rows, len(seq.prompt) - seq.fed)
-            last = seq.fed + take == len(seq.prompt)
-            for offset in range(take):
-                self._put(rows, seq.prompt[seq.fed + offset], seq.n_past + offset, seq.slot, False)
+            for token in seq.prompt[seq.fed:seq.fed + take]:
+                self._put(rows, token, seq.slot, False)
                 rows += 1
             seq.fed += take
-            seq.n_past += take
-            if last:
+            prefill = True
+            if not seq.prefilling:
                 batch.logits[rows - 1] = True
                 seq.output_row = rows - 1
         batch.n_tokens = rows
-        status = llama_cpp.llama_decode(self._ctx, batch)
-        stepped = [seq for seq in self._active if seq.output_row >= 0]
-        if status != 0:
-            error = DecodeError(f"llama_decode failed with status {status}")
-            for seq in stepped:
-                self._fail(seq.handle, error)
-            return
-        for seq in stepped:
-            token = seq.sampler.sample(self._ctx, seq.output_row)
-            seq.output_row = -1
-            self._accept(seq, token)
+        return rows, prefill
 
-    def _put(self, row: int, token: int, pos: int, seq_id: int, logits: bool) -> None:
+    def _put(self, row: int, token: int, slot: _Slot, logits: bool) -> None:
         batch = self._batch
         batch.token[row] = token
-        batch.pos[row] = pos
+        batch.pos[row] = len(slot.tokens)
         batch.n_seq_id[row] = 1
-        batch.seq_id[row][0] = seq_id
+        batch.seq_id[row][0] = slot.id
         batch.logits[row] = logits
+        slot.tokens.append(token)
+
+    def _sample(self, sequences: list[_Sequence]) -> None:
+        for seq in sequences:
+            if seq.output_row < 0:
+                continue
+            token = seq.sampler.sample(self._ctx, seq.output_row)
+            seq.output_row = -1
+            self._prefilling.discard(seq.group)
+            self._accept(seq, token)
+
+    def _rollback(self, seq: _Sequence) -> None:
+        """Undo what this step put in the sequence's cache."""
+        length, fed = seq.mark
+        llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, length, -1)
+        del seq.slot.tokens[length:]
+        seq.fed = fed
+        seq.output_row = -1
+
+    def _decode_one_by_one(self, sequences: list[_Sequence], status: int) -> None:
+        """A failed batch is retried request by request, so only the request at fault fails."""
+        log.warning("llama_decode failed with status %d for %d sequences; retrying one by one", status, len(sequences))
+        for seq in sequences:
+            self._rollback(seq)
+        for seq in sequences:
+            if seq not in self._active:
+                continue
+            rows, _ = self._fill_batch([seq])
+            if rows == 0:
+                continue
+            status = llama_cpp.llama_decode(self._ctx, self._batch)
+            if status == 0:
+                self._sample([seq])
+            else:
+                self._rollback(seq)
+                self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
     def _accept(self, seq: _Sequence, token: int) -> None:
         seq.generated += 1
@@ -274,21 +469,24 @@ class Engine:
             rest = seq.stops.flush() + seq.decoder.decode(b"", final=True)
             if rest:
                 self._emit(seq.handle, TextDelta(seq.choice, rest, -1))
-        self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, 0))
+        self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:
-        """Fail one job: free all its slots, forget its waiting choices, tell its client."""
+        """Fail one job: free its slots, forget its waiting choices, tell its client."""
         for seq in [s for s in self._active if s.handle is handle]:
             self._release(seq)
         self._waiting = deque(w for w in self._waiting if w.handle is not handle)
+        self._prefilling = {group for group in self._prefilling if group[0] is not handle}
+        self._mark_started(handle)
         self._emit(handle, JobFailed(error))
 
     def _release(self, seq: _Sequence) -> None:
-        llama_cpp.llama_memory_seq_rm(self._memory, seq.slot, -1, -1)
+        """Free the slot; its cache stays for the next request sharing the prefix."""
         seq.sampler.free()
+        seq.slot.sequence = None
         self._active.remove(seq)
-        self._free_slots.append(seq.slot)
+        self._prefilling.discard(seq.group)
 
     def _emit(self, handle: JobHandle, event: Event) -> None:
         self._outbox.setdefault(handle, []).append(event)

@@ -49,11 +49,20 @@ class PromptSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class CacheKeys:
+    """Prompt-cache routing: `isolation` partitions reuse; `affinity` steers to an earlier slot."""
+
+    isolation: str | None = None
+    affinity: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GenerationJob:
     prompts: tuple[PromptSpec, ...]
     n: int
     sampling: SamplingParams
     stop: tuple[str, ...] = ()
+    cache: CacheKeys = CacheKeys()
 
     @property
     def choice_count(self) -> int:

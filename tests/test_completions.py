@@ -32,7 +32,7 @@ def sse_events(response: httpx.Response) -> list:
 
 
 def test_string_prompt_answers_in_openai_shape(http, server):
-    body = greedy(http, server.model, PROMPT, 12)
+    body = greedy(http, server.model, PROMPT, 12, prompt_cache_isolation_key="fresh-partition")
     assert body["object"] == "text_completion"
     assert body["id"].startswith("cmpl-") and isinstance(body["created"], int)
     assert body["model"] == server.model

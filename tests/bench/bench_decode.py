@@ -37,9 +37,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app import cli  # noqa: E402
-from app.cli import default_threads  # noqa: E402
-from backends.engine import EngineOptions  # noqa: E402
+from backends.threads import physical_cores  # noqa: E402
 from backends.registry import default_model_path  # noqa: E402
 from tests.conftest import start_server, stop_server  # noqa: E402
 
@@ -77,7 +75,7 @@ class Baseline:
             model_path=str(model_path),
             n_ctx=args.ctx_size,
             n_threads=args.threads,
-            n_threads_batch=args.threads_batch,
+            n_threads_batch=args.threads,
             flash_attn=args.baseline_flash_attn == "on",
             verbose=False,
         )
@@ -218,10 +216,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--reps", type=int, default=3, help="measured repetitions per side (default 3)")
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs per side first (default 1)")
     parser.add_argument("--ctx-size", type=int, default=1024, help="context per sequence, both sides (default 1024)")
-    parser.add_argument("--threads", type=int, default=default_threads(),
-                        help="generation threads, both sides (default: the server's, %(default)s here)")
-    parser.add_argument("--threads-batch", type=int, default=None,
-                        help="baseline prompt-processing threads (default: what the server uses, read from app/cli.py)")
+    parser.add_argument("--threads", type=int, default=physical_cores(),
+                        help="threads, fixed on both sides (default: the physical cores, %(default)s here)")
     parser.add_argument("--parallel", type=int, default=4, help="server slots (default 4)")
     parser.add_argument("--prompt", default=DEFAULT_PROMPT, help="prompt text (default: ~100 tokens of prose)")
     parser.add_argument("--baseline-loop", choices=("eval", "generate"), default="eval",
@@ -235,17 +231,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.tokens < 2 or args.reps < 1 or args.warmup < 0 or args.threads < 1:
         parser.error("need --tokens >= 2, --reps >= 1, --warmup >= 0, --threads >= 1")
-    if args.threads_batch is None:
-        # Whatever app/cli.py gives the engine for prompt processing with these --threads.
-        options = server_engine_options(["--threads", str(args.threads), "--ctx-size", str(args.ctx_size),
-                                         "--parallel", str(args.parallel)])
-        args.threads_batch = options.threads_batch
     return args
-
-
-def server_engine_options(serve_args: list[str]) -> EngineOptions:
-    """The EngineOptions `fireside serve ARGS` builds, so the baseline follows the server's thread rules."""
-    return cli.engine_options(cli.build_parser().parse_args(["serve", *serve_args]))
 
 
 def median(runs: list[Run], field: str) -> float:
@@ -257,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     model_path = default_model_path()
     print(f"model {model_path.name}; n={args.tokens} tokens, ctx {args.ctx_size}, threads {args.threads} "
-          f"(batch {args.threads_batch}), {args.parallel} slots, {args.reps} reps + {args.warmup} warmup; "
+          f"(batch {args.threads}), {args.parallel} slots, {args.reps} reps + {args.warmup} warmup; "
           f"baseline loop {args.baseline_loop}, flash-attn {args.baseline_flash_attn}; "
           f"load avg {os.getloadavg()[0]:.2f}", flush=True)
     load_before = os.getloadavg()
