@@ -1,0 +1,76 @@
+"""The adaptive thread policy, driven with step timings like those measured on 2-core machines."""
+
+from __future__ import annotations
+
+from backends.threads import ThreadPolicy, physical_cores
+
+# seconds per single-stream decode step (tokens/s from llama-bench on the default model)
+IDLE = {2: 1 / 175, 1: 1 / 159}
+NEIGHBOUR = {2: 1 / 60, 1: 1 / 150}
+
+
+def run(policy: ThreadPolicy, applied: list[int], timings: dict[int, float], steps: int) -> list[int]:
+    """Drive `steps` decode steps; return the thread count each one ran with."""
+    used = []
+    for _ in range(steps):
+        policy.before_step(prefill=False)
+        threads = applied[-1]
+        used.append(threads)
+        policy.after_step(timings[threads], rows=1, prefill=False)
+    return used
+
+
+def make() -> tuple[ThreadPolicy, list[int]]:
+    applied: list[int] = []
+    return ThreadPolicy(2, adaptive=True, apply=applied.append), applied
+
+
+def test_idle_keeps_all_threads_and_probes_less_and_less():
+    policy, applied = make()
+    used = run(policy, applied, IDLE, 2000)
+    assert policy.current == 2
+    assert used.count(1) / len(used) < 0.02  # probing costs almost nothing once it keeps losing
+
+
+def test_a_neighbour_moves_to_one_thread_quickly_and_back_when_it_leaves():
+    policy, applied = make()
+    run(policy, applied, IDLE, 300)
+    used = run(policy, applied, NEIGHBOUR, 300)
+    assert policy.current == 1
+    assert used[20:].count(2) / len(used[20:]) < 0.05
+    run(policy, applied, IDLE, 1200)
+    assert policy.current == 2
+
+
+def test_decode_speed_targets_hold_with_these_timings():
+    policy, applied = make()
+    run(policy, applied, IDLE, 100)
+    idle = run(policy, applied, IDLE, 1000)
+    idle_rate = len(idle) / sum(IDLE[t] for t in idle)
+    loaded = run(policy, applied, NEIGHBOUR, 1000)
+    loaded_rate = len(loaded) / sum(NEIGHBOUR[t] for t in loaded)
+    assert idle_rate >= 0.95 * 175
+    assert loaded_rate >= 0.8 * idle_rate
+
+
+def test_prefill_steps_and_changing_loads_are_not_measured():
+    policy, applied = make()
+    for _ in range(100):
+        policy.before_step(prefill=True)
+        policy.after_step(1.0, rows=300, prefill=True)  # slow prefill steps say nothing of decode speed
+    assert policy.current == 2
+    for rows in range(1, 60):
+        policy.before_step(prefill=False)
+        policy.after_step(IDLE[applied[-1]] * rows, rows=rows, prefill=False)
+    assert policy.current == 2
+
+
+def test_fixed_policy_never_changes():
+    applied: list[int] = []
+    policy = ThreadPolicy(4, adaptive=False, apply=applied.append)
+    run(policy, applied, {4: 1.0, 2: 0.1, 1: 0.01}, 200)
+    assert applied == [4] and policy.describe() == "4 (fixed)"
+
+
+def test_physical_cores_is_sane():
+    assert 1 <= physical_cores() <= 4096
