@@ -145,6 +145,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         sampling=sampling_params(request, served.model.n_vocab),
         stop=stop_sequences(request),
         cache=cache_keys(request),
+        stream=bool(request.stream),
     )
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()

@@ -107,6 +107,7 @@ async def create_completion(registry: ModelRegistry, body: bytes, receive: Recei
         sampling=sampling_params(request, model.n_vocab),
         stop=stop_sequences(request),
         cache=cache_keys(request),
+        stream=bool(request.stream),
     )
     echoes = None
     if request.echo:

