@@ -9,7 +9,9 @@ slowdown of the current setting (a neighbour started) triggers a probe at once; 
 lose come less and less often, so their cost fades when nothing changes.
 
 Only decode steps (no prompt in the batch) are measured, and only against steps with the same
-number of rows, so a change in load is not mistaken for a change in speed.
+number of rows, so a change in load is not mistaken for a change in speed. Settings are compared
+by their mean step time, not the median: a contended setting is fast on most steps and very slow
+on some, and the slow ones are what throughput pays for.
 """
 
 from __future__ import annotations
@@ -48,10 +50,10 @@ def physical_cores() -> int:
 class ThreadPolicy:
     """A fixed thread count, or adaptive between 1 and `max_threads` (see the module's text)."""
 
-    PROBE_STEPS = 3
+    PROBE_STEPS = 8
     MIN_INTERVAL = 16
     MAX_INTERVAL = 512
-    SWITCH_GAIN = 0.97  # a probe must be at least 3% faster to win
+    SWITCH_GAIN = 0.95  # a probe must be at least 5% faster to win
     SLOWDOWN = 1.3  # the current setting this much slower than measured: probe now
 
     def __init__(self, max_threads: int, *, adaptive: bool, apply: Callable[[int], None]):
@@ -62,7 +64,7 @@ class ThreadPolicy:
         self.current = max_threads
         self._applied = 0
         self._rows = -1
-        self._recent: deque[float] = deque(maxlen=8)
+        self._recent: deque[float] = deque(maxlen=2 * self.PROBE_STEPS)
         self._reference = 0.0
         self._probe_threads = 0
         self._probe: list[float] = []
@@ -98,13 +100,14 @@ class ThreadPolicy:
             return
         if self._probe_threads:
             self._probe.append(seconds)
-            if len(self._probe) >= self.PROBE_STEPS:
+            clearly_worse = len(self._probe) >= 2 and statistics.fmean(self._probe) > 1.5 * self._current_mean()
+            if clearly_worse or len(self._probe) >= self.PROBE_STEPS:
                 self._decide()
             return
         self._recent.append(seconds)
         if len(self._recent) < self.PROBE_STEPS:
             return
-        latest = statistics.median(list(self._recent)[-self.PROBE_STEPS:])
+        latest = statistics.fmean(list(self._recent)[-self.PROBE_STEPS:])
         if self._reference and latest > self.SLOWDOWN * self._reference:
             # keep only the slow timings: the probe is judged against conditions as they are now
             self._recent = deque(list(self._recent)[-self.PROBE_STEPS:], maxlen=self._recent.maxlen)
@@ -119,9 +122,12 @@ class ThreadPolicy:
             self._next_candidate += 1
             self._probe = []
 
+    def _current_mean(self) -> float:
+        return statistics.fmean(list(self._recent)[-self.PROBE_STEPS:])
+
     def _decide(self) -> None:
-        probe = statistics.median(self._probe)
-        current = statistics.median(list(self._recent)[-5:])
+        probe = statistics.fmean(self._probe)
+        current = self._current_mean()
         if probe < self.SWITCH_GAIN * current:
             self.current = self._probe_threads
             self._recent = deque(self._probe, maxlen=self._recent.maxlen)

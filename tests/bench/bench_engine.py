@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from backends.llama_model import init_backend  # noqa: E402
 from backends.registry import default_model_path  # noqa: E402
 from backends.threads import physical_cores  # noqa: E402
 from tests.conftest import FIRESIDE, free_port  # noqa: E402
@@ -64,6 +65,7 @@ def prompt_for(stream: int) -> str:
 
 def low_level_decode(model_path: Path, prompt: str, tokens: int, threads: int, ctx: int) -> float:
     """Greedy decode tokens/s with llama_decode and a sampler chain, nothing else around it."""
+    init_backend()  # llama.cpp's log lines go to Python logging, not the terminal
     params = llama_cpp.llama_model_default_params()
     model = llama_cpp.llama_model_load_from_file(str(model_path).encode(), params)
     cparams = llama_cpp.llama_context_default_params()
