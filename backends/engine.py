@@ -46,6 +46,8 @@ log = logging.getLogger("fireside.engine")
 # Copying a slot's cache costs about one stream of memory traffic; below this many extra
 # reusable tokens, prefilling them is as cheap.
 MIN_COPY_GAIN = 16
+# A shared prefix shorter than this does not outweigh keeping busy slots contiguous.
+MIN_REUSE = 32
 
 
 class DecodeError(Exception):
@@ -318,12 +320,16 @@ class Engine:
 
         busy = {s.id for s in self._slots if s.sequence is not None}
 
-        def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
+        def preference(slot: _Slot) -> tuple[int, bool, int, int, int, int]:
+            shared = slot.shared_prefix(prompt, keys)
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            # Then keep busy slots contiguous (each run of consecutive ids costs llama.cpp one
-            # pass per step), then the least recently used cache, then low ids.
+            # A long shared prefix first; then keep busy slots contiguous (each run of
+            # consecutive ids costs llama.cpp one pass per step, for the whole generation,
+            # which a few reused tokens do not repay); then any reuse, the least recently
+            # used cache, low ids.
             runs = _runs(busy | {slot.id})
-            return slot.shared_prefix(prompt, keys), steered, -runs, -slot.last_used, -slot.id
+            worth_it = shared if shared >= MIN_REUSE else 0
+            return worth_it, steered, -runs, shared, -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         cached = self._reuse_prefix(slot, prompt, keys)
