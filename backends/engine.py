@@ -46,12 +46,6 @@ log = logging.getLogger("fireside.engine")
 # Copying a slot's cache costs about one stream of memory traffic; below this many extra
 # reusable tokens, prefilling them is as cheap.
 MIN_COPY_GAIN = 16
-# With one cache stream per slot, llama.cpp decodes each run of consecutive busy slot ids in a
-# pass of its own, every step. One extra pass costs about as much as prefilling this many prompt
-# tokens (measured on CPU: ~6 ms a one-row pass, ~2 ms a prompt token for the default model).
-PASS_COST_IN_PROMPT_TOKENS = 3
-# Generation length assumed when weighing a gap in the busy slots against a reused prefix.
-EXPECTED_STEPS_CAP = 256
 
 
 class DecodeError(Exception):
@@ -323,16 +317,15 @@ class Engine:
         prompt = waiting.prompt.tokens
 
         busy = {s.id for s in self._slots if s.sequence is not None}
-        gap_cost = PASS_COST_IN_PROMPT_TOKENS * min(waiting.prompt.max_tokens, EXPECTED_STEPS_CAP)
 
-        def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
-            # Prefill saved by the slot's cache, less the passes a gap in the busy slots would
-            # add for the whole generation; then steering by key, the least recently used
-            # cache, low ids.
-            shared = slot.shared_prefix(prompt, keys)
-            saving = shared - gap_cost * _runs(busy | {slot.id})
+        def preference(slot: _Slot) -> tuple[int, int, bool, int, int]:
+            # Busy slots stay contiguous first: with one cache stream per slot, llama.cpp
+            # decodes each run of consecutive busy ids in a pass of its own, every step. A
+            # longer prefix cached elsewhere is copied in (`_reuse_prefix`), which costs one
+            # stream's memory copy once. Then the slot's own prefix, steering by key, the
+            # least recently used cache, low ids.
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return saving, steered, -slot.last_used, -slot.id
+            return -_runs(busy | {slot.id}), slot.shared_prefix(prompt, keys), steered, -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         cached = self._reuse_prefix(slot, prompt, keys)
