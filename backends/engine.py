@@ -46,6 +46,9 @@ log = logging.getLogger("fireside.engine")
 # Copying a slot's cache costs about one stream of memory traffic; below this many extra
 # reusable tokens, prefilling them is as cheap.
 MIN_COPY_GAIN = 16
+# Steps a gap between busy slots may last before sequences move to close it: a burst of
+# arrivals usually fills it sooner.
+COMPACT_AFTER = 4
 
 
 class DecodeError(Exception):
@@ -187,6 +190,7 @@ class Engine:
         self._queued_requests = 0
         self._queue_lock = threading.Lock()
         self._steps = 0
+        self._gapped_steps = 0
         self._outbox: dict[JobHandle, list[Event]] = {}
         self._due: set[JobHandle] = set()  # handles whose events are delivered at this step's end
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
@@ -235,6 +239,7 @@ class Engine:
             self._fill_slots()
             if self._active:
                 try:
+                    self._compact()
                     self._step()
                 except Exception as error:  # never let the scheduler die: fail what was running
                     log.exception("engine step failed")
@@ -318,14 +323,12 @@ class Engine:
 
         busy = {s.id for s in self._slots if s.sequence is not None}
 
-        def preference(slot: _Slot) -> tuple[int, int, bool, int, int]:
-            # Busy slots stay contiguous first: with one cache stream per slot, llama.cpp
-            # decodes each run of consecutive busy ids in a pass of its own, every step. A
-            # longer prefix cached elsewhere is copied in (`_reuse_prefix`), which costs one
-            # stream's memory copy once. Then the slot's own prefix, steering by key, the
-            # least recently used cache, low ids.
+        def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
+            # The slot's own cached prefix, steering by key, then a slot that keeps the busy
+            # ones contiguous (gaps that last are closed by `_compact`), the least recently
+            # used cache, low ids.
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return -_runs(busy | {slot.id}), slot.shared_prefix(prompt, keys), steered, -slot.last_used, -slot.id
+            return slot.shared_prefix(prompt, keys), steered, -_runs(busy | {slot.id}), -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         cached = self._reuse_prefix(slot, prompt, keys)
@@ -374,6 +377,37 @@ class Engine:
     def _clear(self, slot: _Slot) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, slot.id, -1, -1)
         slot.tokens = []
+
+    def _compact(self) -> None:
+        """Close gaps between busy slots that outlast a burst of arrivals.
+
+        With one cache stream per slot, llama.cpp decodes each run of consecutive busy slot ids
+        in a pass of its own, every step. When a gap has lasted `COMPACT_AFTER` steps with no
+        request waiting to fill it, sequences move into it: their cache is copied to the free
+        slot (one stream's memory copy) and they go on there; the old slot keeps its cache.
+        """
+        busy = {seq.slot.id for seq in self._active}
+        if self._waiting or _runs(busy) <= 1:
+            self._gapped_steps = 0
+            return
+        self._gapped_steps += 1
+        if self._gapped_steps < COMPACT_AFTER:
+            return
+        self._gapped_steps = 0
+        width = len(busy)
+        start = max(range(len(self._slots) - width + 1), key=lambda s: len(busy & set(range(s, s + width))))
+        block = set(range(start, start + width))
+        targets = sorted(block - busy)
+        for seq in [seq for seq in self._active if seq.slot.id not in block]:
+            self._move(seq, self._slots[targets.pop(0)])
+
+    def _move(self, seq: _Sequence, target: _Slot) -> None:
+        source = seq.slot
+        llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
+        target.tokens = list(source.tokens)
+        target.isolation, target.affinity, target.last_used = source.isolation, source.affinity, self._steps
+        target.sequence, source.sequence = seq, None
+        seq.slot = target
 
     def _step(self) -> None:
         self._steps += 1

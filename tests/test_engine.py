@@ -149,3 +149,50 @@ def test_queue_full_is_429_with_retry_after(small_server):
                 break
             asyncio.run(asyncio.sleep(0.05))
         assert complete(client, small_server.model, prompt="Hi")["usage"]["completion_tokens"] >= 1
+
+
+def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchanged(model_path):
+    """Real engine, no HTTP: a sequence moved into a gap keeps generating the same text."""
+    from backends.engine import Engine, EngineOptions
+    from backends.jobs import ChoiceFinished, GenerationJob, PromptSpec, SamplingParams, TextDelta
+    from backends.llama_model import LlamaModel, ModelOptions
+
+    model = LlamaModel(model_path, ModelOptions())
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=4, threads=2))
+    greedy = SamplingParams(temperature=0, ignore_eos=True)
+
+    def job(text: str, tokens: int) -> GenerationJob:
+        prompt = tuple(model.tokenize(text, add_special=True, parse_special=True))
+        return GenerationJob((PromptSpec(prompt, tokens),), 1, greedy)
+
+    async def text_of(handle, stop_after: int | None = None) -> str:
+        parts, count = [], 0
+        async for event in handle.events():
+            if isinstance(event, TextDelta):
+                parts.append(event.text)
+                count += 1
+                if stop_after is not None and count >= stop_after:
+                    handle.cancel()
+                    return "".join(parts)
+            elif isinstance(event, ChoiceFinished):
+                break
+        return "".join(parts)
+
+    prompts = ["Once upon a time, in a quiet village,", "The recipe calls for flour and", "In the year 3000, robots"]
+
+    async def scenario() -> tuple[str, str, list[int]]:
+        alone = await text_of(engine.submit(job(prompts[2], 60)))
+        handles = [engine.submit(job(p, 60)) for p in prompts]
+        first, second, third = (asyncio.create_task(text_of(h, 5 if i == 1 else None)) for i, h in enumerate(handles))
+        await second  # the middle stream leaves: a gap opens between the other two
+        texts = await asyncio.gather(first, third)
+        return alone, texts[1], list(engine._slots[1].tokens)
+
+    third = model.tokenize(prompts[2], add_special=True, parse_special=True)
+    try:
+        alone, moved, slot1 = asyncio.run(scenario())
+    finally:
+        engine.close()
+        model.close()
+    assert len(moved) > 20 and moved == alone
+    assert slot1[: len(third)] == third  # it finished in slot 1, the gap it was moved into
