@@ -546,8 +546,8 @@ class Engine:
             return
         by_loop: dict[asyncio.AbstractEventLoop, list[tuple[JobHandle, list[Event]]]] = {}
         for handle in self._due:
-            events = self._outbox.pop(handle)
-            if not handle.cancelled:
+            events = self._outbox.pop(handle, None)
+            if events and not handle.cancelled:
                 by_loop.setdefault(handle.loop, []).append((handle, events))
         self._due.clear()
         for loop, deliveries in by_loop.items():
