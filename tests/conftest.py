@@ -60,13 +60,20 @@ def start_server(*args: str, timeout: float = 90.0) -> RunningServer:
     raise RuntimeError("fireside did not start in time")
 
 
-def stop_server(server: RunningServer) -> None:
-    server.process.terminate()
+def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
+    """SIGTERM (a graceful shutdown), then SIGKILL if it does not end in time."""
+    if process.poll() is not None:
+        return
+    process.terminate()
     try:
-        server.process.wait(timeout=15)
+        process.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
-        server.process.kill()
-        server.process.wait()
+        process.kill()
+        process.wait()
+
+
+def stop_server(server: RunningServer) -> None:
+    stop_process(server.process)
 
 
 @pytest.fixture(scope="session")

@@ -50,7 +50,7 @@ if str(ROOT) not in sys.path:
 from backends.llama_model import init_backend  # noqa: E402
 from backends.registry import default_model_path  # noqa: E402
 from backends.threads import physical_cores  # noqa: E402
-from tests.conftest import FIRESIDE, free_port  # noqa: E402
+from tests.conftest import FIRESIDE, free_port, stop_process  # noqa: E402
 
 STORY = ("The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a lantern, "
          "a notebook and a flask of tea. From the gallery he could see the whole bay. ")
@@ -120,13 +120,7 @@ class Server:
         raise RuntimeError(f"{name} did not start")
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process, timeout=20)
 
 
 @contextlib.contextmanager
