@@ -193,8 +193,11 @@ class Engine:
         self._gapped_steps = 0
         self._outbox: dict[JobHandle, list[Event]] = {}
         self._due: set[JobHandle] = set()  # handles whose events are delivered at this step's end
+        self._notices: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
+        self._notifier = threading.Thread(target=self._notify, name="engine-notify", daemon=True)
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
         self._closing = False
+        self._notifier.start()
         self._thread.start()
 
     # ---- asyncio side -------------------------------------------------------------------
@@ -224,6 +227,8 @@ class Engine:
         self._closing = True
         self._inbox.put(None)
         self._thread.join()
+        self._notices.put(None)
+        self._notifier.join()
         llama_cpp.llama_batch_free(self._batch)
         llama_cpp.llama_free(self._ctx)
         self._ctx = None
@@ -246,7 +251,8 @@ class Engine:
                     for seq in list(self._active):
                         self._clear(seq.slot)
                         self._fail(seq.handle, error)
-            self._flush()
+            if not self._active:
+                self._flush()  # otherwise the next step flushes, just before it decodes
         for seq in list(self._active):
             self._release(seq)
 
@@ -414,6 +420,9 @@ class Engine:
         sequences = list(self._active)
         rows, prefill = self._fill_batch(sequences)
         self.threads.before_step(prefill=prefill)
+        # Handing the last step's events over right before decoding: the notifier thread and
+        # the event loop handle them while this thread is in C without the GIL.
+        self._flush()
         started = time.perf_counter()
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         if status == 0:
@@ -550,11 +559,17 @@ class Engine:
             if events and not handle.cancelled:
                 by_loop.setdefault(handle.loop, []).append((handle, events))
         self._due.clear()
-        for loop, deliveries in by_loop.items():
-            try:
-                loop.call_soon_threadsafe(_deliver, deliveries)
-            except RuntimeError:  # the loop closed (server shutting down)
-                pass
+        self._notices.put(by_loop)
+
+    def _notify(self) -> None:
+        """Wake event loops off the scheduler thread: a wake-up makes the loop's thread take the
+        GIL, which the scheduler thread would otherwise wait out between two decodes."""
+        while (by_loop := self._notices.get()) is not None:
+            for loop, deliveries in by_loop.items():
+                try:
+                    loop.call_soon_threadsafe(_deliver, deliveries)
+                except RuntimeError:  # the loop closed (server shutting down)
+                    pass
 
 
 def _runs(ids: set[int]) -> int:
