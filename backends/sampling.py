@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 
 import llama_cpp
+import numpy as np
 
 from backends.jobs import SamplingParams
 
@@ -24,9 +25,15 @@ def choice_seed(seed: int | None, choice: int) -> int:
 
 
 class SamplerChain:
-    """One choice's sampler chain; owns the llama.cpp object and frees it."""
+    """One choice's sampler chain; owns the llama.cpp object and frees it.
 
-    __slots__ = ("handle",)
+    Plain greedy decoding (temperature 0, no penalties, no mirostat) skips the chain: llama.cpp's
+    sampling copies the whole vocabulary into a candidate array per token, while the argmax of
+    the logits row, with the logit bias added in place, picks the same token (the first
+    maximum) in a fraction of the time.
+    """
+
+    __slots__ = ("handle", "_greedy", "_n_vocab", "_bias_tokens", "_bias_values")
 
     def __init__(
         self,
@@ -37,15 +44,21 @@ class SamplerChain:
         eog_tokens: tuple[int, ...],
         penalty_window: int,
     ):
+        bias = list(params.logit_bias)
+        if params.ignore_eos:
+            bias.extend((token, float("-inf")) for token in eog_tokens)
+        self._n_vocab = n_vocab
+        self._greedy = params.temperature <= 0.0 and not params.uses_penalties and params.mirostat_target is None
+        if self._greedy:
+            self.handle = None
+            self._bias_tokens = np.array([t for t, _ in bias], dtype=np.int64)
+            self._bias_values = np.array([b for _, b in bias], dtype=np.float32)
+            return
         chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         self.handle = chain
 
         def add(sampler: llama_cpp.llama_sampler_p) -> None:
             llama_cpp.llama_sampler_chain_add(chain, sampler)
-
-        bias = list(params.logit_bias)
-        if params.ignore_eos:
-            bias.extend((token, float("-inf")) for token in eog_tokens)
         if bias:
             array = (llama_cpp.llama_logit_bias * len(bias))(*((t, b) for t, b in bias))
             add(llama_cpp.llama_sampler_init_logit_bias(n_vocab, len(bias), array))
@@ -79,7 +92,12 @@ class SamplerChain:
 
     def sample(self, ctx: llama_cpp.llama_context_p, output_index: int) -> int:
         """Sample from the logits of batch row `output_index` and accept the token."""
-        return llama_cpp.llama_sampler_sample(self.handle, ctx, output_index)
+        if not self._greedy:
+            return llama_cpp.llama_sampler_sample(self.handle, ctx, output_index)
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output_index), shape=(self._n_vocab,))
+        if self._bias_tokens.size:
+            logits[self._bias_tokens] += self._bias_values  # the row is ours until the next decode
+        return int(logits.argmax())
 
     def free(self) -> None:
         if self.handle:
