@@ -1,9 +1,10 @@
 """The engine: one llama.cpp context, one scheduler thread, several sequences (slots).
 
 The scheduler thread owns the context and is the only thread that decodes or samples. The
-asyncio side hands it jobs through a thread-safe inbox and receives events through
-`loop.call_soon_threadsafe`, once per step for all jobs, so HTTP stays responsive while ctypes
-calls run with the GIL released.
+asyncio side hands it jobs through a thread-safe inbox. Each step's events go, in one batch, to
+a notifier thread right before the next decode, and it wakes the event loop with
+`loop.call_soon_threadsafe`: the loop does its work while the scheduler is in C without the
+GIL. Whole-answer jobs are woken only when a choice ends.
 
 Each step decodes one batch: the next token of every generating sequence, then as much pending
 prompt as fits (chunked prefill), so a long prompt never stalls the other streams for more than
@@ -192,7 +193,7 @@ class Engine:
         self._steps = 0
         self._gapped_steps = 0
         self._outbox: dict[JobHandle, list[Event]] = {}
-        self._due: set[JobHandle] = set()  # handles whose events are delivered at this step's end
+        self._due: set[JobHandle] = set()  # handles whose events go out at the next flush
         self._notices: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
         self._notifier = threading.Thread(target=self._notify, name="engine-notify", daemon=True)
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
@@ -328,16 +329,17 @@ class Engine:
         prompt = waiting.prompt.tokens
 
         busy = {s.id for s in self._slots if s.sequence is not None}
+        shared = {s.id: s.shared_prefix(prompt, keys) for s in self._slots}
 
         def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
             # The slot's own cached prefix, steering by key, then a slot that keeps the busy
             # ones contiguous (gaps that last are closed by `_compact`), the least recently
             # used cache, low ids.
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return slot.shared_prefix(prompt, keys), steered, -_runs(busy | {slot.id}), -slot.last_used, -slot.id
+            return shared[slot.id], steered, -_runs(busy | {slot.id}), -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
-        cached = self._reuse_prefix(slot, prompt, keys)
+        cached = self._reuse_prefix(slot, prompt, shared)
         sampler = SamplerChain(
             job.sampling,
             seed=choice_seed(job.sampling.seed, waiting.choice),
@@ -353,13 +355,15 @@ class Engine:
             self._prefilling.add(waiting.group)  # the other choices will copy this prefill
         self._mark_started(waiting.handle)
 
-    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], keys: CacheKeys) -> int:
+    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], shared: dict[int, int]) -> int:
         """Keep the slot's longest usable prefix of `prompt` (copied from another slot when that
-        one holds more); return how many prompt tokens need no prefill."""
-        reusable = slot.shared_prefix(prompt, keys)
-        donor = max((s for s in self._slots if s is not slot), key=lambda s: s.shared_prefix(prompt, keys), default=None)
+        one holds more); return how many prompt tokens need no prefill.
+
+        `shared` is each slot's prefix in common with the prompt, under the request's keys."""
+        reusable = shared[slot.id]
+        donor = max((s for s in self._slots if s is not slot), key=lambda s: shared[s.id], default=None)
         if donor is not None:
-            donated = donor.shared_prefix(prompt, keys)
+            donated = shared[donor.id]
             if donated > reusable + MIN_COPY_GAIN:
                 llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
                 slot.tokens = donor.tokens[:donated]

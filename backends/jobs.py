@@ -119,7 +119,7 @@ class JobHandle:
         self._ready.set()
 
     def deliver(self, events: list[Event]) -> None:
-        """Runs on the event loop (scheduled by the scheduler thread)."""
+        """Runs on the event loop (scheduled by the engine's notifier thread)."""
         self._events.extend(events)
         self._ready.set()
 
