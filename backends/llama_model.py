@@ -6,9 +6,11 @@ the model and safe from any thread.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import logging
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +31,7 @@ class _LlamaLog:
 
     def __init__(self) -> None:
         self.errors: list[str] = []
+        self._captures = threading.local()  # error lines of the calling thread, while captured
         self._level = logging.DEBUG
         self._callback = llama_cpp.llama_log_callback(self._on_log)
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
@@ -39,8 +42,22 @@ class _LlamaLog:
         message = text.decode("utf-8", errors="replace").rstrip()
         if self._level >= logging.ERROR and message:
             self.errors.append(message)
+            captured = getattr(self._captures, "lines", None)
+            if captured is not None:
+                captured.append(message)
         if message and log.isEnabledFor(self._level):
             log.log(self._level, message)
+
+
+    @contextlib.contextmanager
+    def thread_errors(self) -> Iterator[list[str]]:
+        """The error lines llama.cpp logs on this thread inside the `with` block."""
+        lines: list[str] = []
+        self._captures.lines = lines
+        try:
+            yield lines
+        finally:
+            self._captures.lines = None
 
 
 _backend_lock = threading.Lock()
