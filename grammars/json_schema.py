@@ -1,0 +1,739 @@
+"""JSON Schema to llama.cpp GBNF: a grammar whose sentences are exactly the canonical JSON texts
+valid under the schema, or a `SchemaError` naming what cannot be expressed (fail closed).
+
+`schema_to_gbnf(schema)` is public: tools outside the server call it. Draft 2020-12 and the
+draft-07 spellings (`definitions`, array `items` with `additionalItems`) are understood.
+
+Canonical JSON here means `json.dumps(value, ensure_ascii=False)` characters, no whitespace
+except a bounded allowance (`ws`: one space, or one newline and up to 20 spaces or tabs) after
+`{`, `[`, `:` and `,` and before `}` and `]`. The grammar is narrower than JSON only in form,
+never in meaning: object properties come in the schema's order; strings use the shortest
+escapes; numbers under bounds are written without exponent.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import urllib.parse
+from decimal import Decimal
+from typing import Any
+
+from grammars.formats import FORMATS, format_grammar
+from grammars.gbnf import (
+    JSON_CHAR,
+    MAX_CODE_POINT,
+    complement,
+    normalize,
+    JSON_CHAR_BODY,
+    GrammarBuilder,
+    GrammarTooLarge,
+    json_chars,
+    json_string_literal,
+    literal,
+    repeat,
+)
+from grammars.numbers import integer_multiple_of, integer_range, number_range
+from grammars.regex import RegexError, regex_length_range, regex_to_gbnf
+from grammars.schema_combine import (
+    ANNOTATIONS,
+    canonical,
+    disjoint,
+    json_type,
+    merge,
+    numeric_bounds,
+    type_set,
+)
+from grammars.schema_errors import SchemaError
+
+__all__ = ["SchemaError", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
+
+Path = tuple[str | int, ...]
+
+MAX_SCHEMA_NODES = 20_000
+MAX_SCHEMA_DEPTH = 64
+MAX_RULES = 4_000
+MAX_GRAMMAR_CHARS = 400_000
+MAX_BRANCHES = 64  # anyOf/oneOf alternatives after distributing allOf
+
+WS = "ws"
+WS_BODY = '( " " | "\\n" [ \\t]{0,20} )?'
+QUOTE = literal('"')
+COLON = literal(":") + " " + WS
+COMMA = literal(",") + " " + WS
+_ANY_BODIES = {
+    "value": 'object | array | string | number | "true" | "false" | "null"',
+    "object": '"{" ws ( string ":" ws value ( "," ws string ":" ws value )* ws )? "}"',
+    "array": '"[" ws ( value ( "," ws value )* ws )? "]"',
+    "string": '"\\"" json-char* "\\""',
+    "number": '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
+}
+
+_SUPPORTED = frozenset({
+    "type", "nullable", "enum", "const", "$ref", "allOf", "anyOf", "oneOf",
+    "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+})
+_UNSUPPORTED = {
+    "not": "`not` cannot be expressed as a grammar",
+    "if": "`if`/`then`/`else` cannot be expressed as a grammar",
+    "then": "`if`/`then`/`else` cannot be expressed as a grammar",
+    "else": "`if`/`then`/`else` cannot be expressed as a grammar",
+    "dependentSchemas": "`dependentSchemas` is not supported",
+    "dependentRequired": "`dependentRequired` is not supported",
+    "dependencies": "`dependencies` is not supported",
+    "contains": "`contains` is not supported",
+    "minContains": "`minContains` is not supported",
+    "maxContains": "`maxContains` is not supported",
+    "propertyNames": "`propertyNames` is not supported",
+    "unevaluatedProperties": "`unevaluatedProperties` is not supported",
+    "unevaluatedItems": "`unevaluatedItems` is not supported",
+    "$dynamicRef": "dynamic references are not supported",
+    "$dynamicAnchor": "dynamic references are not supported",
+    "$recursiveRef": "recursive references ($recursiveRef) are not supported",
+    "$recursiveAnchor": "recursive references ($recursiveRef) are not supported",
+}
+_OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
+_ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
+_STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
+_NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
+_TYPE_ORDER = ("object", "array", "string", "number", "integer", "boolean", "null")
+
+
+def schema_to_gbnf(schema: dict) -> str:
+    """A GBNF grammar (rule `root`) for the JSON texts valid under `schema`.
+
+    Raises `SchemaError` (a `ValueError`) naming the keyword and its JSON Pointer when the
+    schema uses something a grammar cannot enforce exactly, or is too large.
+    """
+    if not isinstance(schema, (dict, bool)):
+        raise SchemaError("schema", (), "a JSON Schema must be an object or a boolean")
+    _check_size(schema)
+    try:
+        return _Converter(schema).convert()
+    except GrammarTooLarge as error:
+        raise SchemaError("schema", (), f"the schema is too large to convert: {error}") from None
+    except RecursionError:
+        raise SchemaError("schema", (), "the schema nests too deeply") from None
+
+
+def _check_size(schema: Any) -> None:
+    stack: list[tuple[Any, int]] = [(schema, 0)]
+    nodes = 0
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_SCHEMA_NODES:
+            raise SchemaError("schema", (), f"the schema is too large (more than {MAX_SCHEMA_NODES} JSON nodes)")
+        if depth > MAX_SCHEMA_DEPTH:
+            raise SchemaError("schema", (), f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _is_draft7(schema: Any) -> bool:
+    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    return isinstance(dialect, str) and any(f"draft-0{n}" in dialect for n in (3, 4, 6, 7))
+
+
+def _number_value(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _count(schema: dict, key: str, path: Path, default: int | None) -> int | None:
+    value = schema.get(key, default)
+    if value is None or value is default:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise SchemaError(key, path, f"`{key}` must be a non-negative integer")
+    return value
+
+
+class _Converter:
+    def __init__(self, root: Any):
+        self.root = root
+        self.draft7 = _is_draft7(root)
+        self.b = GrammarBuilder(max_rules=MAX_RULES, max_chars=MAX_GRAMMAR_CHARS)
+        self.ref_rules: dict[str, str] = {}
+        self.b.fixed(WS, WS_BODY)
+        self.b.fixed(JSON_CHAR, JSON_CHAR_BODY)
+
+    def convert(self) -> str:
+        return self.b.render(self.ref_rule("#", ()))
+
+    # ---- references -----------------------------------------------------------------------
+
+    def lookup(self, ref: Any, path: Path) -> tuple[Any, Path, str]:
+        """The schema a `$ref` points to, its path, and a key naming it."""
+        if not isinstance(ref, str):
+            raise SchemaError("$ref", path, "`$ref` must be a string")
+        base = self.root.get("$id") if isinstance(self.root, dict) else None
+        if isinstance(base, str) and base and ref.startswith(base):
+            ref = ref[len(base):]
+        if not ref.startswith("#") and ref != "":
+            raise SchemaError("$ref", path, f"`{ref}` is a remote reference; only references inside the schema are followed")
+        fragment = urllib.parse.unquote(ref[1:])
+        if fragment and not fragment.startswith("/"):
+            return self.anchor(fragment, ref, path)
+        node, where = self.root, ()
+        for raw in fragment.split("/")[1:] if fragment else []:
+            part = raw.replace("~1", "/").replace("~0", "~")
+            if isinstance(node, dict) and part in node:
+                node, where = node[part], (*where, part)
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node, where = node[int(part)], (*where, int(part))
+            else:
+                raise SchemaError("$ref", path, f"`{ref}` points to nothing in the schema")
+        return node, where, "#" + fragment
+
+    def anchor(self, name: str, ref: str, path: Path) -> tuple[Any, Path, str]:
+        stack: list[tuple[Any, Path]] = [(self.root, ())]
+        while stack:
+            node, where = stack.pop()
+            if isinstance(node, dict):
+                if node.get("$anchor") == name:
+                    return node, where, "#" + name
+                stack.extend((v, (*where, k)) for k, v in node.items())
+            elif isinstance(node, list):
+                stack.extend((v, (*where, i)) for i, v in enumerate(node))
+        raise SchemaError("$ref", path, f"`{ref}` names no `$anchor` in the schema")
+
+    def ref_rule(self, ref: str, path: Path) -> str:
+        target, where, key = self.lookup(ref, path)
+        name = self.ref_rules.get(key)
+        if name is None:
+            hint = str(where[-1]) if where else "root"
+            name = self.ref_rules[key] = self.b.reserve(hint)
+            self.b.define(name, self.value(target, where))
+        return name
+
+    def resolve(self, schema: Any, path: Path, hops: int = 0) -> Any:
+        """`schema` with a top-level `$ref` replaced by (its target merged with) the rest."""
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            return schema
+        if hops > 32:
+            raise SchemaError("$ref", path, "the references go round in a circle")
+        target, where, _ = self.lookup(schema["$ref"], path)
+        target = self.resolve(target, where, hops + 1)
+        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+        if self.draft7 or not rest:
+            return target
+        return self.combine(target, rest, path)
+
+    def combine(self, a: Any, b: Any, path: Path) -> Any:
+        if a is False or b is False:
+            return False
+        if a is True:
+            return b
+        if b is True:
+            return a
+        return merge(a, b, path)
+
+    # ---- any schema -----------------------------------------------------------------------
+
+    def value(self, schema: Any, path: Path) -> str:
+        """A GBNF expression for the JSON values valid under `schema`."""
+        if schema is True:
+            return self.any_value()
+        if schema is False:
+            raise SchemaError("false", path, "the schema `false` admits no value here")
+        if not isinstance(schema, dict):
+            raise SchemaError("schema", path, "a schema must be an object or a boolean")
+        self.check_keywords(schema, path)
+        if "$ref" in schema:
+            rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
+            if self.draft7 or not rest:
+                return self.ref_rule(schema["$ref"], path)
+            return self.value(self.resolve(schema, path), path)
+        if "allOf" in schema:
+            return self.all_of(schema, path)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self.alternatives(schema, path)
+        if "enum" in schema or "const" in schema:
+            return self.constants(schema, path)
+        return self.typed(schema, path)
+
+    def check_keywords(self, schema: dict, path: Path) -> None:
+        for key, value in schema.items():
+            if key in ANNOTATIONS or key.startswith("x-"):
+                continue
+            if key in _UNSUPPORTED:
+                raise SchemaError(key, path, _UNSUPPORTED[key])
+            if key not in _SUPPORTED:
+                raise SchemaError(key, path, f"unknown keyword `{key}`")
+            if key == "uniqueItems" and value is True:
+                raise SchemaError(key, path, "`uniqueItems` cannot be expressed as a grammar")
+        types = schema.get("type")
+        if types is not None:
+            names = [types] if isinstance(types, str) else types
+            if not isinstance(names, list) or not names or any(t not in _TYPE_ORDER for t in names):
+                raise SchemaError("type", path, "`type` must be a JSON type name or a list of them")
+
+    def any_value(self) -> str:
+        for name, body in _ANY_BODIES.items():
+            self.b.fixed(name, body)
+        return "value"
+
+    def all_of(self, schema: dict, path: Path) -> str:
+        branches = schema["allOf"]
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError("allOf", path, "`allOf` must be a non-empty list of schemas")
+        merged: Any = {k: v for k, v in schema.items() if k != "allOf"}
+        merged = self.resolve(merged, path)
+        for i, branch in enumerate(branches):
+            if isinstance(branch, dict):
+                self.check_keywords(branch, (*path, "allOf", i))
+            merged = self.combine(merged, self.resolve(branch, (*path, "allOf", i)), (*path, "allOf", i))
+        if merged is False:
+            raise SchemaError("allOf", path, "the allOf branches admit no common value")
+        return self.value(merged, path)
+
+    def alternatives(self, schema: dict, path: Path) -> str:
+        keyword = "anyOf" if "anyOf" in schema else "oneOf"
+        branches = schema[keyword]
+        if not isinstance(branches, list) or not branches:
+            raise SchemaError(keyword, path, f"`{keyword}` must be a non-empty list of schemas")
+        if len(branches) > MAX_BRANCHES:
+            raise SchemaError(keyword, path, f"more than {MAX_BRANCHES} alternatives")
+        if keyword == "oneOf":
+            for i in range(len(branches)):
+                for j in range(i + 1, len(branches)):
+                    if not disjoint(branches[i], branches[j], self.resolve, path):
+                        raise SchemaError(
+                            "oneOf", path,
+                            f"oneOf branches {i} and {j} may both match a value, which a grammar cannot rule out; "
+                            "use anyOf, or make the branches disjoint (different types or a `const` discriminator)")
+        rest = {k: v for k, v in schema.items() if k != keyword}
+        constraining = {k: v for k, v in rest.items() if k not in ANNOTATIONS}
+        options = []
+        for i, branch in enumerate(branches):
+            where = (*path, keyword, i)
+            if branch is False:
+                continue
+            if isinstance(branch, dict):
+                self.check_keywords(branch, where)
+            combined = self.combine(self.resolve(constraining, path), self.resolve(branch, where), where) \
+                if constraining else branch
+            if combined is False:
+                continue
+            options.append(self.value(combined, where))
+        if not options:
+            raise SchemaError(keyword, path, f"no `{keyword}` branch admits a value")
+        return _alternation(self.b, keyword.lower(), list(dict.fromkeys(options)))
+
+    def constants(self, schema: dict, path: Path) -> str:
+        keyword = "const" if "const" in schema else "enum"
+        values = [schema["const"]] if keyword == "const" else schema["enum"]
+        if not isinstance(values, list) or not values:
+            raise SchemaError("enum", path, "`enum` must be a non-empty list")
+        if keyword == "const" and "enum" in schema:
+            values = [v for v in values if canonical(v) in {canonical(e) for e in schema["enum"]}]
+        others = [k for k in schema if k not in ANNOTATIONS and k not in ("enum", "const", "type", "nullable")]
+        if others:
+            raise SchemaError(others[0], path, f"`{keyword}` together with `{others[0]}` is not supported")
+        types = type_set(schema)
+        kept = [v for v in values if json_type(v) in types]
+        if not kept:
+            raise SchemaError(keyword, path, f"no value of `{keyword}` has an allowed type")
+        return _alternation(self.b, "enum", list(dict.fromkeys(self.constant(v) for v in kept)))
+
+    def constant(self, value: Any) -> str:
+        """One JSON value, with the same whitespace allowance as everything else."""
+        if isinstance(value, dict) and value:
+            members = f" {COMMA} ".join(
+                f"{literal(json.dumps(k, ensure_ascii=False))} {COLON} {self.constant(v)}" for k, v in value.items())
+            return self.b.rule("const", f'"{{" ws {members} ws "}}"')
+        if isinstance(value, list) and value:
+            items = f" {COMMA} ".join(self.constant(v) for v in value)
+            return self.b.rule("const", f'"[" ws {items} ws "]"')
+        if value == {} or value == []:
+            return self.b.rule("const", '"{" ws "}"' if value == {} else '"[" ws "]"')
+        return literal(canonical(value))
+
+    def typed(self, schema: dict, path: Path) -> str:
+        types = type_set(schema)
+        if "number" in types:
+            types.discard("integer")
+        options = []
+        for name in _TYPE_ORDER:
+            if name not in types:
+                continue
+            if name == "object":
+                options.append(self.object(schema, path))
+            elif name == "array":
+                options.append(self.array(schema, path))
+            elif name == "string":
+                options.append(self.string(schema, path))
+            elif name in ("number", "integer"):
+                options.append(self.number(schema, path, integer=name == "integer"))
+            elif name == "boolean":
+                options.append('("true" | "false")')
+            else:
+                options.append('"null"')
+        return _alternation(self.b, "value", options)
+
+    # ---- objects ---------------------------------------------------------------------------
+
+    def object(self, schema: dict, path: Path) -> str:
+        if not any(k in schema for k in _OBJECT_KEYS):
+            self.any_value()
+            return "object"
+        properties = schema.get("properties", {})
+        if not isinstance(properties, dict):
+            raise SchemaError("properties", path, "`properties` must be an object")
+        required = schema.get("required", [])
+        if not isinstance(required, list) or not all(isinstance(r, str) for r in required):
+            raise SchemaError("required", path, "`required` must be a list of property names")
+        required = list(dict.fromkeys(required))
+        additional = schema.get("additionalProperties", True)
+        patterns = schema.get("patternProperties", {})
+        if not isinstance(patterns, dict):
+            raise SchemaError("patternProperties", path, "`patternProperties` must be an object")
+        min_count = _count(schema, "minProperties", path, 0) or 0
+        max_count = _count(schema, "maxProperties", path, None)
+
+        declared: list[tuple[str, Any, Path]] = []
+        for name, sub in properties.items():
+            if sub is False:
+                if name in required:
+                    raise SchemaError("required", path, f"property `{name}` is required but its schema is `false`")
+                continue
+            declared.append((name, sub, (*path, "properties", name)))
+        for name in required:
+            if name not in properties:
+                if patterns:
+                    raise SchemaError("required", path,
+                                      f"required property `{name}` is not in `properties` while `patternProperties` is set")
+                if additional is False:
+                    raise SchemaError("required", path, f"property `{name}` is required but additional properties are not allowed")
+                declared.append((name, additional, (*path, "additionalProperties")))
+        items = [
+            self.b.rule("kv-" + name, f"{literal(json.dumps(name, ensure_ascii=False))} {COLON} {self.value(sub, where)}")
+            for name, sub, where in declared
+        ]
+        required_at = [name in required for name, _, _ in declared]
+        extra = self.extra_property(schema, path, set(properties) | set(required), additional, patterns)
+        body = _object_items(self.b, items, required_at, extra, min_count, max_count)
+        if body is None:
+            raise SchemaError("minProperties" if min_count else "maxProperties", path,
+                              "no object satisfies the property counts")
+        items_expr, empty_allowed = body
+        if items_expr is None:
+            return self.b.rule("object-empty", '"{" ws "}"')
+        inner = f"( {items_expr} ws )?" if empty_allowed else f"{items_expr} ws"
+        return self.b.rule("object", f'"{{" ws {inner} "}}"')
+
+    def extra_property(self, schema: dict, path: Path, names: set[str], additional: Any,
+                       patterns: dict) -> str | None:
+        """The rule for one property beyond the declared ones, or None when none is allowed."""
+        if patterns:
+            if additional is not False:
+                raise SchemaError("patternProperties", path,
+                                  "patternProperties is supported only with `additionalProperties: false`")
+            distinct = {canonical(s) for s in patterns.values()}
+            if len(distinct) > 1:
+                raise SchemaError("patternProperties", path,
+                                  "several patternProperties with different schemas: a key matching two of them "
+                                  "would need both, which a grammar cannot express")
+            keys = []
+            for pattern in patterns:
+                for name in names:
+                    if _python_search(pattern, name):
+                        raise SchemaError("patternProperties", path,
+                                          f"declared property `{name}` also matches pattern `{pattern}`")
+                keys.append(self.pattern(pattern, (*path, "patternProperties")))
+            key = _alternation(self.b, "pattern-key", keys)
+            value = self.value(next(iter(patterns.values())), (*path, "patternProperties", next(iter(patterns))))
+        elif additional is False:
+            return None
+        else:
+            key = self.key_not_in(sorted(names))
+            value = self.value(additional, (*path, "additionalProperties"))
+        return self.b.rule("extra-kv", f"{QUOTE} {key} {QUOTE} {COLON} {value}")
+
+    def key_not_in(self, names: list[str]) -> str:
+        """Content of a JSON string that is none of `names` (a trie, walked deterministically)."""
+        if not names:
+            return f"{JSON_CHAR}*"
+        trie: dict = {}
+        for name in names:
+            node = trie
+            for char in name:
+                node = node.setdefault(char, {})
+            node[""] = {}
+        return self._trie_rule(trie)
+
+    def _trie_rule(self, node: dict) -> str:
+        children = sorted(c for c in node if c)
+        options = [] if "" in node else ['""']
+        taken = [(ord(c), ord(c)) for c in children]
+        other = _other_chars(taken)
+        if other is not None:
+            options.append(f"{other} {JSON_CHAR}*")
+        for char in children:
+            options.append(f"{json_string_literal(char)} {self._trie_rule(node[char])}")
+        return self.b.rule("other-key", " | ".join(options))
+
+    # ---- arrays ----------------------------------------------------------------------------
+
+    def array(self, schema: dict, path: Path) -> str:
+        if not any(k in schema for k in _ARRAY_KEYS):
+            self.any_value()
+            return "array"
+        items = schema.get("items", True)
+        if "prefixItems" in schema:
+            prefix, rest, rest_where = schema["prefixItems"], items, (*path, "items")
+        elif isinstance(items, list):
+            prefix, rest, rest_where = items, schema.get("additionalItems", True), (*path, "additionalItems")
+        else:
+            prefix, rest, rest_where = [], items, (*path, "items")
+        if not isinstance(prefix, list):
+            raise SchemaError("prefixItems", path, "`prefixItems` must be a list of schemas")
+        prefix_key = "prefixItems" if "prefixItems" in schema else "items"
+        min_items = _count(schema, "minItems", path, 0) or 0
+        max_items = _count(schema, "maxItems", path, None)
+        for i, sub in enumerate(prefix):
+            if sub is False:
+                max_items = i if max_items is None else min(max_items, i)
+                prefix = prefix[:i]
+                break
+        if rest is False:
+            max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
+        if max_items is not None and max_items < min_items:
+            raise SchemaError("minItems", path, "no array satisfies minItems and maxItems")
+        prefix_rules = [self.value(sub, (*path, prefix_key, i)) for i, sub in enumerate(prefix)]
+        rest_rule = self.value(rest, rest_where) if rest is not False else None
+        items_expr = _array_items(self.b, prefix_rules, rest_rule, min_items, max_items)
+        if items_expr is None:
+            return self.b.rule("array-empty", '"[" ws "]"')
+        inner = f"( {items_expr} ws )?" if min_items == 0 else f"{items_expr} ws"
+        return self.b.rule("array", f'"[" ws {inner} "]"')
+
+    # ---- strings ---------------------------------------------------------------------------
+
+    def string(self, schema: dict, path: Path) -> str:
+        min_length = _count(schema, "minLength", path, 0) or 0
+        max_length = _count(schema, "maxLength", path, None)
+        if max_length is not None and max_length < min_length:
+            raise SchemaError("maxLength", path, "no string satisfies minLength and maxLength")
+        pattern, form = schema.get("pattern"), schema.get("format")
+        if pattern is not None and form is not None:
+            raise SchemaError("format", path, "`pattern` together with `format` is not supported")
+        if pattern is not None:
+            content = self.pattern(pattern, path)
+            low, high = regex_length_range(pattern)
+            if low < min_length or (max_length is not None and (high is None or high > max_length)):
+                raise SchemaError("pattern", path,
+                                  "`pattern` together with `minLength`/`maxLength` is supported only when the pattern "
+                                  "already keeps within the lengths")
+        elif form is not None:
+            if not isinstance(form, str) or form not in FORMATS:
+                raise SchemaError("format", path, f"unknown format `{form}`; supported: {', '.join(sorted(FORMATS))}")
+            try:
+                content = format_grammar(self.b, form, min_length=min_length, max_length=max_length)
+            except ValueError as error:
+                raise SchemaError("format", path, f"format `{form}` with minLength/maxLength: {error}") from None
+        elif min_length == 0 and max_length is None:
+            self.any_value()
+            return "string"
+        else:
+            content = repeat(self.b, JSON_CHAR, min_length, max_length)
+        return self.b.rule("string", f"{QUOTE} {content} {QUOTE}")
+
+    def pattern(self, pattern: Any, path: Path) -> str:
+        if not isinstance(pattern, str):
+            raise SchemaError("pattern", path, "`pattern` must be a string")
+        try:
+            return regex_to_gbnf(pattern, self.b)
+        except RegexError as error:
+            raise SchemaError("pattern", path, f"pattern `{pattern}`: {error}") from None
+
+    # ---- numbers ---------------------------------------------------------------------------
+
+    def number(self, schema: dict, path: Path, *, integer: bool) -> str:
+        for key in _NUMBER_KEYS:
+            if key in schema and not _number_value(schema[key]) and not (
+                    key.startswith("exclusive") and isinstance(schema[key], bool)):
+                raise SchemaError(key, path, f"`{key}` must be a number")
+        low, high = numeric_bounds(schema)
+        divisor = schema.get("multipleOf")
+        if divisor is not None:
+            return self.multiple_of(divisor, low, high, integer, path)
+        if not integer:
+            if low is None and high is None:
+                self.any_value()
+                return "number"
+            try:
+                return self.b.rule("number", number_range(
+                    self.b, low and low[0], high and high[0],
+                    exclusive_minimum=bool(low and low[1]), exclusive_maximum=bool(high and high[1])))
+            except ValueError:
+                raise SchemaError("minimum", path, "no number satisfies the bounds") from None
+        int_low = None if low is None else (math.floor(low[0]) + 1 if low[1] else math.ceil(low[0]))
+        int_high = None if high is None else (math.ceil(high[0]) - 1 if high[1] else math.floor(high[0]))
+        try:
+            return self.b.rule("integer", integer_range(self.b, int_low, int_high))
+        except ValueError:
+            raise SchemaError("minimum", path, "no integer satisfies the bounds") from None
+
+    def multiple_of(self, divisor: Any, low: Any, high: Any, integer: bool, path: Path) -> str:
+        whole = _number_value(divisor) and Decimal(str(divisor)) == Decimal(str(divisor)).to_integral_value()
+        if not integer or not whole or not 1 <= divisor <= 1000:
+            raise SchemaError("multipleOf", path,
+                              "`multipleOf` is supported for integers with a whole divisor from 1 to 1000")
+        if low is not None or high is not None:
+            raise SchemaError("multipleOf", path, "`multipleOf` together with bounds is not supported")
+        return self.b.rule("multiple", integer_multiple_of(self.b, int(divisor)))
+
+
+# ---- item sequences ------------------------------------------------------------------------
+
+
+def _alternation(builder: GrammarBuilder, hint: str, options: list[str]) -> str:
+    if len(options) == 1:
+        return options[0]
+    return builder.rule(hint, " | ".join(options))
+
+
+def _seq(*parts: str) -> str:
+    kept = [p for p in parts if p and p != '""']
+    return " ".join(kept) if kept else '""'
+
+
+def _other_chars(taken: list[tuple[int, int]]) -> str | None:
+    rest = complement(normalize(taken)) if taken else [(0, MAX_CODE_POINT)]
+    return json_chars(rest) if rest else None
+
+
+def _object_items(builder: GrammarBuilder, items: list[str], required_at: list[bool], extra: str | None,
+                  min_count: int, max_count: int | None) -> tuple[str | None, bool] | None:
+    """The non-empty property sequences (declared in order, then extras) with a count in
+    [min_count, max_count], and whether the empty object is allowed; None if nothing is."""
+    n = len(items)
+    saturate = max(min_count, 1)  # counts past this need no tracking without a maximum
+
+    def clamp(count: int) -> int:
+        return count if max_count is not None else min(count, saturate)
+
+    def fits(count: int) -> bool:
+        return max_count is None or count <= max_count
+
+    required_from = [False] * (n + 1)  # whether a required property remains at index >= i
+    for i in range(n - 1, -1, -1):
+        required_from[i] = required_at[i] or required_from[i + 1]
+    extra_sep = builder.rule("extra-more", f"{COMMA} {extra}") if extra else None
+
+    def extras(count: int) -> str | None:
+        low = max(0, min_count - count)
+        high = None if max_count is None else max_count - count
+        if high is not None and high < low:
+            return None
+        if extra is None or high == 0:
+            return '""' if low == 0 else None
+        if count == 0:  # the first property: no comma before it
+            more = repeat(builder, extra_sep, max(low - 1, 0), None if high is None else high - 1)
+            return _seq(extra, more)  # at least one: the empty object is decided by the caller
+        return repeat(builder, extra_sep, low, high)
+
+    # rest[(i, count)]: what may follow once `count` properties are written and the next
+    # declared one to consider is i (a rule name, or None when nothing can).
+    rest: dict[tuple[int, int], str | None] = {}
+    counts = range((max_count if max_count is not None else saturate) + 1)
+    for count in counts:  # past the last declared property: only extras remain
+        if count:
+            tail = extras(count)
+            rest[(n, count)] = builder.rule("props", tail) if tail is not None else None
+    for i in range(n - 1, 0, -1):
+        for count in counts:
+            if count == 0:
+                continue
+            options = []
+            for j in range(i, n):
+                if not fits(count + 1):
+                    break
+                after = rest.get((j + 1, clamp(count + 1)))
+                if after is not None:
+                    options.append(_seq(COMMA, items[j], after))
+                if required_at[j]:
+                    break
+            if not required_from[i]:
+                tail = extras(count)
+                if tail is not None:
+                    options.append(tail)
+            rest[(i, count)] = builder.rule("props", " | ".join(options)) if options else None
+    # the first property
+    first = []
+    for j in range(n):
+        if not fits(1):
+            break
+        after = rest.get((j + 1, clamp(1)))
+        if after is not None:
+            first.append(_seq(items[j], after))
+        if required_at[j]:
+            break
+    if not required_from[0] and extra is not None and fits(1):
+        tail = extras(0)
+        if tail is not None and tail != '""':
+            first.append(tail)
+    empty_allowed = not required_from[0] and min_count == 0
+    if not first:
+        return (None, True) if empty_allowed else None
+    return builder.rule("props", " | ".join(first)), empty_allowed
+
+
+def _array_items(builder: GrammarBuilder, prefix: list[str], rest: str | None,
+                 min_items: int, max_items: int | None) -> str | None:
+    """The non-empty item sequences: prefix items in order, then `rest` items."""
+    if max_items == 0 or (not prefix and rest is None):
+        return None
+    k = len(prefix)
+    rest_sep = builder.rule("item-more", f"{COMMA} {rest}") if rest is not None else None
+
+    def tail(count: int) -> str | None:
+        """What may follow `count` written items."""
+        if count < k:
+            options = []
+            if count >= min_items:
+                options.append('""')
+            if max_items is None or count + 1 <= max_items:
+                after = tail(count + 1)
+                if after is not None:
+                    options.append(_seq(COMMA, prefix[count], after))
+            return builder.rule("items", " | ".join(options)) if options else None
+        low = max(0, min_items - count)
+        high = None if max_items is None else max_items - count
+        if rest_sep is None:
+            return '""' if low == 0 else None
+        return repeat(builder, rest_sep, low, high)
+
+    first = prefix[0] if k else rest
+    after = tail(1)
+    if after is None:
+        return None
+    return builder.rule("items", _seq(first, after))
+
+
+def _python_search(pattern: str, text: str) -> bool:
+    """Whether an ECMAScript pattern matches `text`, through Python's `re` (the same for the
+    patterns property keys use); a pattern `re` cannot read counts as matching (refused)."""
+    try:
+        return re.search(pattern, text) is not None
+    except re.error:
+        return True
+
+
+def _json_object_grammar() -> str:
+    builder = GrammarBuilder()
+    builder.fixed(WS, WS_BODY)
+    builder.fixed(JSON_CHAR, JSON_CHAR_BODY)
+    for name, body in _ANY_BODIES.items():
+        builder.fixed(name, body)
+    return builder.render("object")
+
+
+JSON_OBJECT_GRAMMAR = _json_object_grammar()
