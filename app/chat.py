@@ -18,6 +18,7 @@ from app.normalize import (
     decode_request,
     fit_max_tokens,
     include_usage,
+    output_grammar,
     reject_unsupported,
     requested_max_tokens,
     sampling_params,
@@ -139,6 +140,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
         request.context_length_exceeded_behavior,
     )
+    grammar = await output_grammar(request, served)
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,
@@ -146,6 +148,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         stop=stop_sequences(request),
         cache=cache_keys(request),
         stream=bool(request.stream),
+        grammar=grammar,
     )
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()

@@ -17,6 +17,7 @@ from app.normalize import (
     decode_request,
     fit_max_tokens,
     include_usage,
+    output_grammar,
     reject_unsupported,
     requested_max_tokens,
     sampling_params,
@@ -94,6 +95,7 @@ async def create_completion(registry: ModelRegistry, body: bytes, receive: Recei
     model = served.model
     prompts = prompt_tokens(request.prompt, model)
     requested = requested_max_tokens(request)
+    grammar = await output_grammar(request, served)
     job = GenerationJob(
         prompts=tuple(
             PromptSpec(
@@ -108,6 +110,7 @@ async def create_completion(registry: ModelRegistry, body: bytes, receive: Recei
         stop=stop_sequences(request),
         cache=cache_keys(request),
         stream=bool(request.stream),
+        grammar=grammar,
     )
     echoes = None
     if request.echo:

@@ -7,14 +7,19 @@ uses them gets `400 not supported yet: <field>` rather than a silent no-op.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import msgspec
 
 from app.errors import BadRequest, NotSupportedYet, RequestValidationError, from_msgspec
-from app.request_types import ChatCompletionRequest, CompletionRequest, GenerationFields
+from app.request_types import ChatCompletionRequest, CompletionRequest, GenerationFields, ResponseFormat
+from backends.grammar import CompiledGrammar, GrammarError
 from backends.jobs import CacheKeys, SamplingParams
+from backends.registry import ServedModel
+from grammars.response_format import ResponseFormatError, response_format_grammar
+from grammars.schema_errors import SchemaError
 
 T = TypeVar("T")
 
@@ -52,7 +57,6 @@ _NOT_YET_SHARED: tuple[tuple[str, Callable[[Any], bool]], ...] = (
     ("top_logprobs", lambda r: _set(r.top_logprobs) and r.top_logprobs != 0),
     ("sampling_mask", lambda r: _set(r.sampling_mask)),
     ("echo_last", lambda r: _set(r.echo_last)),
-    ("response_format", lambda r: r.response_format is not None and r.response_format.type != "text"),
     ("speculation", lambda r: _set(r.speculation)),
     ("prediction", lambda r: _set(r.prediction)),
     ("reasoning_effort", lambda r: r.reasoning_effort is not None),
@@ -228,3 +232,32 @@ def fit_max_tokens(prompt_tokens: int, requested: int | None, default: int | Non
             param="max_tokens", code="context_length_exceeded",
         )
     return min(wanted, room)
+
+
+async def output_grammar(request: GenerationFields, served: ServedModel) -> CompiledGrammar | None:
+    """The compiled grammar that `response_format` asks for, or None for free text (400 for a
+    format that cannot be enforced exactly: never unconstrained output instead). A grammar
+    not yet cached is converted and compiled off the event loop: a big schema takes a while."""
+    response_format = request.response_format
+    if response_format is None:
+        return None
+    return await asyncio.to_thread(_compile_response_format, response_format, served)
+
+
+def _compile_response_format(response_format: ResponseFormat, served: ServedModel) -> CompiledGrammar | None:
+    try:
+        text = response_format_grammar(
+            response_format.type,
+            schema=response_format.schema,
+            json_schema=response_format.json_schema,
+            grammar=response_format.grammar,
+        )
+    except (ResponseFormatError, SchemaError) as error:
+        raise BadRequest(f"response_format: {error}", param="response_format") from None
+    if text is None:
+        return None
+    try:
+        return served.grammars.get(text)
+    except GrammarError as error:
+        what = "grammar" if response_format.type == "grammar" else "generated grammar"
+        raise BadRequest(f"response_format: the {what} does not parse: {error}", param="response_format") from None

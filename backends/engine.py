@@ -38,7 +38,7 @@ from backends.jobs import (
     TextDelta,
 )
 from backends.llama_model import LlamaModel, ModelLoadError
-from backends.sampling import SamplerChain, choice_seed
+from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
 from backends.threads import ThreadPolicy
 
@@ -183,6 +183,7 @@ class Engine:
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
         )
         self._slots = [_Slot(i) for i in range(options.parallel)]
+        self._candidates = Candidates(model.n_vocab)  # for grammar-constrained draws
         self._inbox: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
         self._waiting: deque[_Waiting] = deque()
         self._active: list[_Sequence] = []
@@ -346,6 +347,8 @@ class Engine:
             n_vocab=self.model.n_vocab,
             eog_tokens=self.model.eog_token_ids,
             penalty_window=self.ctx_size,
+            grammar=job.grammar,
+            candidates=self._candidates if job.grammar is not None else None,
         )
         seq = _Sequence(slot, waiting, sampler, cached)
         slot.sequence = seq
@@ -511,9 +514,12 @@ class Engine:
                 self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
     def _accept(self, seq: _Sequence, token: int) -> None:
+        if token == NO_TOKEN:  # the grammar is complete and may not end: that is the end
+            self._finish(seq, "stop", release_held=True)
+            return
         seq.generated += 1
         if self.model.is_eog(token) and not seq.handle.job.sampling.ignore_eos:
-            self._finish(seq, "stop")
+            self._finish(seq, "stop", release_held=True)
             return
         piece = seq.decoder.decode(self.model.token_bytes(token))
         text, stopped = seq.stops.feed(piece)
@@ -525,8 +531,9 @@ class Engine:
         else:
             seq.last_token = token
 
-    def _finish(self, seq: _Sequence, reason: FinishReason) -> None:
-        if reason == "length":
+    def _finish(self, seq: _Sequence, reason: FinishReason, *, release_held: bool = False) -> None:
+        """End a choice; text held back for a possible stop sequence goes out unless one matched."""
+        if reason == "length" or release_held:
             rest = seq.stops.flush() + seq.decoder.decode(b"", final=True)
             if rest:
                 self._emit(seq.handle, TextDelta(seq.choice, rest, -1))

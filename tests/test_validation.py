@@ -72,7 +72,6 @@ NOT_YET = [
     ("top_logprobs", 2, "top_logprobs"),
     ("sampling_mask", "count", "sampling_mask"),
     ("echo_last", 3, "echo_last"),
-    ("response_format", {"type": "json_object"}, "response_format"),
     ("speculation", "draft text", "speculation"),
     ("prediction", {"type": "content", "content": "x"}, "prediction"),
     ("reasoning_effort", "low", "reasoning_effort"),

@@ -1,0 +1,114 @@
+"""Structured-output benchmark: constrained against free decoding, and schema conversion time.
+
+    .venv/bin/python tests/bench/bench_structured.py [--reps 5] [--tokens 200]
+
+On the default model, through one Fireside server, interleaved repetition by repetition:
+
+  - decode tokens/s of one SSE stream (after the first token) on the same prompt: free text, then
+    under a JSON Schema whose answers are long (a list of 40 or more records), then in
+    `json_object` mode; greedy, `--tokens` tokens at most (a drawn token the grammar rejects
+    costs a second, constrained draw: the ratio includes those);
+  - `schema_to_gbnf` time per schema over the test corpus and the end-to-end schemas (median, max).
+
+Target: constrained decode >= 0.9 x free decode, as ratios of medians within the run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from grammars.json_schema import SchemaError, schema_to_gbnf  # noqa: E402
+from tests.bench.bench_engine import Server, running  # noqa: E402
+from tests.conftest import FIRESIDE, free_port  # noqa: E402
+from tests.structured_schemas import SCHEMAS  # noqa: E402
+
+PROMPT = ("<|im_start|>system\nYou answer with JSON only.<|im_end|>\n<|im_start|>user\n"
+          "List forty people with their name, age and city.<|im_end|>\n<|im_start|>assistant\n")
+PEOPLE = {
+    "type": "array", "minItems": 40, "items": {
+        "type": "object", "additionalProperties": False, "required": ["name", "age", "city"],
+        "properties": {"name": {"type": "string", "maxLength": 40}, "age": {"type": "integer", "minimum": 0,
+                                                                            "maximum": 120},
+                       "city": {"type": "string", "maxLength": 40}}}}
+
+
+def decode_rate(server: Server, tokens: int, response_format: dict | None) -> float:
+    """Decode tokens/s of one stream after its first token."""
+    body = {"model": server.model, "prompt": PROMPT, "max_tokens": tokens, "temperature": 0, "stream": True,
+            "ignore_eos": response_format is None, "stream_options": {"include_usage": True}}
+    if response_format is not None:
+        body["response_format"] = response_format
+    first = last = None
+    usage = None
+    with httpx.Client(timeout=600, trust_env=False) as client:
+        with client.stream("POST", server.base_url + "/v1/completions", json=body) as response:
+            response.raise_for_status()
+            for line in response.iter_lines():
+                now = time.perf_counter()
+                if not line.startswith("data: {"):
+                    continue
+                chunk = json.loads(line[6:])
+                if chunk.get("usage"):
+                    usage = chunk["usage"]
+                elif chunk["choices"] and chunk["choices"][0]["text"]:
+                    first = first or now
+                    last = now
+    assert usage and first and last and last > first
+    return (usage["completion_tokens"] - 1) / (last - first)
+
+
+def conversion_times() -> list[float]:
+    schemas = [case["schema"] for path in sorted((ROOT / "tests" / "schema_corpus").glob("*.json"))
+               if path.name != "unsupported.json" for case in json.loads(path.read_text())]
+    schemas += [schema for _, _, schema in SCHEMAS] + [PEOPLE]
+    times = []
+    for schema in schemas:
+        start = time.perf_counter()
+        try:
+            schema_to_gbnf(schema)
+        except SchemaError:
+            continue
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--tokens", type=int, default=200)
+    args = parser.parse_args()
+    times = conversion_times()
+    print(f"schema_to_gbnf over {len(times)} schemas: median {1000 * statistics.median(times):.2f} ms, "
+          f"max {1000 * max(times):.2f} ms", flush=True)
+    port = free_port()
+    command = [str(FIRESIDE), "serve", "--port", str(port), "--ctx-size", "2048", "--parallel", "1"]
+    formats = {"free": None, "schema": {"type": "json_schema", "json_schema": PEOPLE},
+               "json_object": {"type": "json_object"}}
+    with running(lambda: Server("fireside", command, port)) as server:
+        for response_format in formats.values():  # warm: caches, graphs and compiled grammars
+            decode_rate(server, 16, response_format)
+        rates: dict[str, list[float]] = {name: [] for name in formats}
+        for _ in range(args.reps):
+            for name, response_format in formats.items():
+                rates[name].append(decode_rate(server, args.tokens, response_format))
+            print("  " + ", ".join(f"{name} {values[-1]:.1f}" for name, values in rates.items()), flush=True)
+    medians = {name: statistics.median(values) for name, values in rates.items()}
+    print(f"decode tok/s (median of {args.reps}): " + ", ".join(f"{n} {v:.1f}" for n, v in medians.items()))
+    print(f"constrained / free: schema {medians['schema'] / medians['free']:.2f}, "
+          f"json_object {medians['json_object'] / medians['free']:.2f} (target >= 0.9)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
