@@ -35,7 +35,7 @@ from grammars.gbnf import (
     repeat,
 )
 from grammars.numbers import integer_multiple_of, integer_range, number_range
-from grammars.regex import RegexError, regex_length_range, regex_to_gbnf
+from grammars.regex import NEVER, RegexError, regex_to_gbnf
 from grammars.schema_combine import (
     ANNOTATIONS,
     canonical,
@@ -525,12 +525,7 @@ class _Converter:
         if pattern is not None and form is not None:
             raise SchemaError("format", path, "`pattern` together with `format` is not supported")
         if pattern is not None:
-            content = self.pattern(pattern, path)
-            low, high = regex_length_range(pattern)
-            if low < min_length or (max_length is not None and (high is None or high > max_length)):
-                raise SchemaError("pattern", path,
-                                  "`pattern` together with `minLength`/`maxLength` is supported only when the pattern "
-                                  "already keeps within the lengths")
+            content = self.pattern(pattern, path, min_length, max_length)
         elif form is not None:
             if not isinstance(form, str) or form not in FORMATS:
                 raise SchemaError("format", path, f"unknown format `{form}`; supported: {', '.join(sorted(FORMATS))}")
@@ -545,13 +540,16 @@ class _Converter:
             content = repeat(self.b, JSON_CHAR, min_length, max_length)
         return self.b.rule("string", f"{QUOTE} {content} {QUOTE}")
 
-    def pattern(self, pattern: Any, path: Path) -> str:
+    def pattern(self, pattern: Any, path: Path, min_length: int = 0, max_length: int | None = None) -> str:
         if not isinstance(pattern, str):
             raise SchemaError("pattern", path, "`pattern` must be a string")
         try:
-            return regex_to_gbnf(pattern, self.b)
+            content = regex_to_gbnf(pattern, self.b, min_length=min_length, max_length=max_length)
         except RegexError as error:
             raise SchemaError("pattern", path, f"pattern `{pattern}`: {error}") from None
+        if content == NEVER:
+            raise SchemaError("pattern", path, f"no string matches pattern `{pattern}` within the length bounds")
+        return content
 
     # ---- numbers ---------------------------------------------------------------------------
 

@@ -726,6 +726,7 @@ _SIMPLE_EXPRESSION = re.compile(r'^(?:[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\
 _SHORT_JSON_ESCAPES = {0x22: '"', 0x5C: "\\", 0x08: "b", 0x0C: "f", 0x0A: "n", 0x0D: "r", 0x09: "t"}
 _JSON_ESCAPED = normalize([(0x00, 0x1F), (0x22, 0x22), (0x5C, 0x5C)])
 _NEVER = char_class([(0, MAX_CODE_POINT)], negated=True)
+NEVER = _NEVER  # what a pattern that matches no string (within the bounds) translates to
 
 
 class _Emitter:

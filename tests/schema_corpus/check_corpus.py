@@ -17,7 +17,7 @@ What is checked:
     "integer" is allowed, enum/const values serialized exactly as written in the schema;
   * schemas stay inside the supported subset (no unsupported keyword, known formats only,
     no lookaround in patterns, patternProperties only single and with additionalProperties
-    false, minLength/maxLength not mixed with pattern/format, multipleOf only on unbounded
+    false, multipleOf only on unbounded
     integers, only local $refs that resolve);
   * no `pattern` result depends on where Python's re differs from ECMA-262 (`$` before a final
     newline, Unicode \\d/\\w/\\s);
@@ -347,10 +347,6 @@ def lint(schema) -> list[tuple[str, str, str]]:
                 problems.append(
                     (path, "pattern", "lookaround/backreference in pattern")
                 )
-        if ("minLength" in s or "maxLength" in s) and ("pattern" in s or "format" in s):
-            problems.append(
-                (path, "minLength", "minLength/maxLength together with pattern/format")
-            )
         if "patternProperties" in s:
             pp = s["patternProperties"]
             if s.get("additionalProperties") is not False:
