@@ -38,6 +38,7 @@ from backends.jobs import (
     TextDelta,
 )
 from backends.llama_model import LlamaModel, ModelLoadError
+from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
 from backends.threads import ThreadPolicy
@@ -133,7 +134,7 @@ class _Sequence:
 
     __slots__ = (
         "slot", "handle", "choice", "group", "prompt", "max_tokens", "fed", "sampler", "decoder",
-        "stops", "generated", "last_token", "output_row", "cached", "mark",
+        "stops", "generated", "last_token", "output_row", "cached", "mark", "budget", "special_text",
     )
 
     def __init__(self, slot: _Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
@@ -148,6 +149,9 @@ class _Sequence:
         self.sampler = sampler
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.stops = StopMatcher(waiting.handle.job.stop)
+        budget = waiting.handle.job.reasoning_budget
+        self.budget = BudgetTracker(budget) if budget is not None else None
+        self.special_text = waiting.handle.job.special_text
         self.generated = 0
         self.last_token = -1
         self.output_row = -1  # batch row whose logits this sequence samples from, this step
@@ -482,10 +486,11 @@ class Engine:
         for seq in sequences:
             if seq.output_row < 0:
                 continue
-            token = seq.sampler.sample(self._ctx, seq.output_row)
+            forced = seq.budget is not None and bool(seq.budget.forced)
+            token = seq.budget.forced.popleft() if forced else seq.sampler.sample(self._ctx, seq.output_row)
             seq.output_row = -1
             self._prefilling.discard(seq.group)
-            self._accept(seq, token)
+            self._accept(seq, token, forced=forced)
 
     def _rollback(self, seq: _Sequence) -> None:
         """Undo what this step put in the sequence's cache."""
@@ -513,7 +518,7 @@ class Engine:
                 self._rollback(seq)
                 self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
-    def _accept(self, seq: _Sequence, token: int) -> None:
+    def _accept(self, seq: _Sequence, token: int, *, forced: bool = False) -> None:
         if token == NO_TOKEN:  # the grammar is complete and may not end: that is the end
             self._finish(seq, "stop", release_held=True)
             return
@@ -521,7 +526,9 @@ class Engine:
         if self.model.is_eog(token) and not seq.handle.job.sampling.ignore_eos:
             self._finish(seq, "stop", release_held=True)
             return
-        piece = seq.decoder.decode(self.model.token_bytes(token))
+        piece = seq.decoder.decode(self.model.token_bytes(token, special=seq.special_text))
+        if seq.budget is not None:
+            seq.budget.observe(piece, was_forced=forced)
         text, stopped = seq.stops.feed(piece)
         self._emit(seq.handle, TextDelta(seq.choice, text, token))
         if stopped:

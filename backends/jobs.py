@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from backends.grammar import CompiledGrammar
+    from backends.reasoning_budget import ReasoningBudget
 
 FinishReason = Literal["stop", "length"]
 
@@ -70,6 +71,8 @@ class GenerationJob:
     # the event loop (and the cores decoding) a wake-up per token.
     stream: bool = True
     grammar: CompiledGrammar | None = None  # every choice's output must be a sentence of it
+    special_text: bool = False  # special tokens' text goes out too (chat formats whose markers are special tokens)
+    reasoning_budget: ReasoningBudget | None = None
 
     @property
     def choice_count(self) -> int:
