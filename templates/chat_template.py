@@ -17,11 +17,16 @@ What the sandbox allows and blocks:
   sets stop growing at `MAX_COLLECTION_SIZE` items, so the usual one-line tricks and a loop that
   feeds its own list cannot exhaust memory. These are guards, not a resource limit: the sandbox
   protects the server's code and data, while a deliberately slow template can still be slow.
-* Allowed: what real templates use - methods of str, list and dict, including mutating ones
-  (`append`, `pop`, `extend`, `update`, ...; HF's `ImmutableSandboxedEnvironment` refuses those,
-  yet many published templates build lists with them), `namespace`, `break`/`continue`, and the
-  usual jinja2 filters and tests. Mutation is harmless to the caller: the template gets deep
-  copies of the messages, tools and every other variable, never the caller's own objects.
+* Allowed: what real templates use - methods of str, list and dict, including the mutating ones
+  (`append`, `pop`, `extend`, `update`, ...) on the lists and dicts the template builds itself
+  (HF's `ImmutableSandboxedEnvironment` refuses those everywhere, yet templates written for
+  llama.cpp keep queues and accumulators in them), `namespace`, `break`/`continue`, and the usual
+  jinja2 filters and tests.
+* The request's data is read-only: the template gets a fresh copy of the messages, tools and
+  every other variable, made of list and dict subclasses whose mutating methods the sandbox
+  refuses (as HF's immutable sandbox does), so `messages.append(...)` fails the render. A copy
+  the template makes (`messages|list`, `messages[1:]`, `dict(message)`, `message.copy()`) is its
+  own to change. Either way the caller's objects are never reached.
 
 Tool-call arguments: OpenAI clients send `tool_calls[i].function.arguments` as a JSON string;
 most templates want an object (they iterate `arguments.items()` or write `arguments|tojson`),
@@ -38,15 +43,15 @@ from __future__ import annotations
 import copy
 import json
 import operator
+from collections.abc import Callable, Iterator
 from datetime import datetime
-from collections.abc import Iterator
-from typing import Any, NoReturn
+from typing import Any, ClassVar, NoReturn
 
 import jinja2
 from jinja2 import nodes
 from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
 
 # What llama.cpp falls back to when a GGUF carries no template.
 CHATML_TEMPLATE = (
@@ -56,7 +61,7 @@ CHATML_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
 )
 
-MAX_STRING_SIZE = 10_000_000  # characters or items a single `*` or `+` may produce
+MAX_STRING_SIZE = 10_000_000  # characters or items one `*` or `+` may produce; the widest str.ljust() & co.
 MAX_COLLECTION_SIZE = 100_000  # items a list, dict or set may hold before a template's call grows it
 MAX_EXPONENT = 1_000
 
@@ -87,15 +92,12 @@ def _json_default(value: Any) -> Any:
     # `map`, `select`, ... give generators; minja (llama.cpp) and Python templates treat them as lists.
     if isinstance(value, (Iterator, set, frozenset)):
         return list(value)
-    if isinstance(value, jinja2.Undefined):
-        return None
     raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _from_json(value: Any) -> Any:
-    if isinstance(value, ToolArguments):
-        return value  # already the parsed object
-    if isinstance(value, (dict, list)):
+    """llama.cpp's `from_json` filter: the value of a JSON string (an object or list is returned as it is)."""
+    if isinstance(value, (dict, list)):  # including ToolArguments, already parsed
         return value
     return json.loads(str(value))
 
@@ -104,7 +106,19 @@ def _strftime_now(format: str) -> str:
     return datetime.now().strftime(format)
 
 
-class ToolArguments(dict):
+class _RequestDict(dict):
+    """A dict of the request's data, read-only to templates."""
+
+    __slots__ = ()
+
+
+class _RequestList(list):
+    """A list of the request's data, read-only to templates."""
+
+    __slots__ = ()
+
+
+class ToolArguments(_RequestDict):
     """A tool call's arguments: the parsed JSON object, which reads as the client's JSON text as a string."""
 
     __slots__ = ("_json_text",)
@@ -126,14 +140,11 @@ class ToolArguments(dict):
             return other + self._json_text
         return NotImplemented
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> ToolArguments:
-        return ToolArguments(_copy(dict(self)), self._json_text)
-
 
 class _GenerationExtension(Extension):
     """`{% generation %}...{% endgeneration %}`: HF marks assistant text with it; here it renders its body."""
 
-    tags = {"generation"}
+    tags: ClassVar[set[str]] = {"generation"}
 
     def parse(self, parser: Any) -> nodes.Node:
         lineno = next(parser.stream).lineno
@@ -167,9 +178,14 @@ def _concatenate(left: Any, right: Any) -> Any:
     return operator.add(left, right)
 
 
+# Error messages name these as jinja2 names the builtins ("'dict object' has no attribute 'x'"), as HF's do.
+for _cls, _name in ((_RequestDict, "dict"), (_RequestList, "list"), (ToolArguments, "dict")):
+    _cls.__module__, _cls.__name__, _cls.__qualname__ = "builtins", _name, _name
+
+
 class _ChatSandbox(SandboxedEnvironment):
     intercepted_binops = frozenset({"*", "**", "+"})
-    _checked_binops = {"*": _repeat, "**": _power, "+": _concatenate}
+    _checked_binops: ClassVar[dict[str, Callable[[Any, Any], Any]]] = {"*": _repeat, "**": _power, "+": _concatenate}
 
     def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
         check = self._checked_binops.get(operator)
@@ -177,17 +193,23 @@ class _ChatSandbox(SandboxedEnvironment):
             return check(left, right)
         return super().call_binop(context, operator, left, right)
 
+    def is_safe_attribute(self, obj: Any, attr: str, value: Any) -> bool:
+        if isinstance(obj, (_RequestDict, _RequestList)) and modifies_known_mutable(obj, attr):
+            kind = "dict" if isinstance(obj, dict) else "list"
+            raise SecurityError(f"the request's data is read-only: {kind}.{attr}() is refused (change a copy instead)")
+        return super().is_safe_attribute(obj, attr, value)
+
     def unsafe_undefined(self, obj: Any, attribute: str) -> jinja2.Undefined:
         # jinja2 returns an undefined that prints as ''; an escape attempt should fail the render instead.
         raise SecurityError(f"access to attribute {attribute!r} of {type(obj).__name__!r} object is unsafe")
 
-    def call(__self, __context: Any, __obj: Any, *args: Any, **kwargs: Any) -> Any:  # noqa: N805 (jinja2's own signature)
-        owner = getattr(__obj, "__self__", None)
+    def call(self, context: Any, obj: Any, /, *args: Any, **kwargs: Any) -> Any:
+        owner = getattr(obj, "__self__", None)
         if isinstance(owner, (list, dict, set)) and len(owner) >= MAX_COLLECTION_SIZE:
             raise SecurityError(f"a {type(owner).__name__} of {len(owner)} items may not be used further")
         if isinstance(owner, str) and any(isinstance(arg, int) and arg > MAX_STRING_SIZE for arg in args):
-            raise SecurityError(f"{__obj.__name__}() may not make a string of more than {MAX_STRING_SIZE} characters")
-        return super().call(__context, __obj, *args, **kwargs)
+            raise SecurityError(f"{obj.__name__}() may not make a string of more than {MAX_STRING_SIZE} characters")
+        return super().call(context, obj, *args, **kwargs)
 
 
 def _environment() -> _ChatSandbox:
@@ -207,13 +229,13 @@ _ENV = _environment()  # one environment; templates compiled from it render conc
 
 
 def _copy(value: Any) -> Any:
-    """A deep copy of JSON-like data (fast path for dicts, lists and scalars)."""
+    """A deep copy of the request's data, in read-only dicts and lists."""
     if isinstance(value, ToolArguments):
         return ToolArguments(_copy(dict(value)), value._json_text)
     if isinstance(value, dict):
-        return {key: _copy(item) for key, item in value.items()}
+        return _RequestDict({key: _copy(item) for key, item in value.items()})
     if isinstance(value, (list, tuple)):
-        return [_copy(item) for item in value]
+        return _RequestList([_copy(item) for item in value])
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return copy.deepcopy(value)
@@ -239,7 +261,7 @@ def _with_argument_objects(messages: list[dict[str, Any]]) -> bool:
             if isinstance(function, dict) and isinstance(function.get("arguments"), str):
                 arguments = _tool_arguments(function["arguments"])
                 if arguments is not function["arguments"]:
-                    function["arguments"] = arguments
+                    dict.__setitem__(function, "arguments", arguments)
                     changed = True
     return changed
 
@@ -294,5 +316,5 @@ class ChatTemplate:
             raise
         except SecurityError as error:
             raise TemplateRenderError(f"the chat template tried an unsafe operation: {error}") from None
-        except Exception as error:  # whatever an untrusted template does, it fails this request alone
+        except Exception as error:  # noqa: BLE001 - whatever an untrusted template does, it fails this request alone
             raise TemplateRenderError(f"the chat template failed: {error}") from None
