@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -37,23 +37,28 @@ from app.response_types import (
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
 from backends.registry import ModelRegistry, ServedModel
-from templates.chat_template import CHATML_TEMPLATE, ChatTemplate, TemplateRenderError
+from backends.reasoning_budget import ReasoningBudget
+from templates.chat_format import ChatFormat
+from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
+from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.reasoning_parser import ReasoningParser
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
-_templates: dict[str, ChatTemplate] = {}
+_formats: dict[str, ChatFormat] = {}
 
 
-def chat_template(served: ServedModel) -> ChatTemplate:
-    """The model's own template from its GGUF metadata (ChatML when it has none), compiled once."""
-    template = _templates.get(served.id)
-    if template is None:
+def chat_format(served: ServedModel) -> ChatFormat:
+    """The model's chat format: `--chat-template`, else the GGUF's own template (ChatML when it
+    has none), with its family; built once per model."""
+    chat = _formats.get(served.id)
+    if chat is None:
         model = served.model
         bos = model.token_text(model.bos_token_id) if model.bos_token_id >= 0 else ""
         eos = model.token_text(model.eos_token_id) if model.eos_token_id >= 0 else ""
-        template = ChatTemplate(model.chat_template() or CHATML_TEMPLATE, bos_token=bos, eos_token=eos)
-        _templates[served.id] = template
-    return template
+        source = served.chat_template or model.chat_template() or CHATML_TEMPLATE
+        chat = _formats[served.id] = ChatFormat(source, bos_token=bos, eos_token=eos)
+    return chat
 
 
 def _content_text(message: ChatMessage, index: int) -> str | None:
@@ -89,18 +94,42 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return rendered
 
 
-def chat_prompt_tokens(served: ServedModel, messages: list[ChatMessage]) -> list[int]:
-    model: LlamaModel = served.model
-    template = chat_template(served)
+@dataclass
+class ChatPrompt:
+    text: str
+    tokens: list[int]
+    reasoning_budget: ReasoningBudget | None
+
+
+def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
     try:
-        text = template.render(template_messages(messages), add_generation_prompt=True)
+        return normalize_reasoning(request.reasoning_effort, request.thinking, request.reasoning_history)
+    except ReasoningError as error:
+        raise BadRequest(str(error), param=error.param) from None
+
+
+def chat_prompt(served: ServedModel, messages: list[ChatMessage], reasoning: ReasoningRequest) -> ChatPrompt:
+    model: LlamaModel = served.model
+    chat = chat_format(served)
+    try:
+        text = chat.render(template_messages(messages), reasoning)
+    except ReasoningError as error:
+        raise BadRequest(str(error), param=error.param) from None
     except TemplateRenderError as error:
         raise BadRequest(str(error), param="messages", code="chat_template_error") from None
     # Templates usually write the BOS token themselves; do not add a second one.
     add_special = model.add_bos
-    if add_special and template.bos_token and text.startswith(template.bos_token):
-        text = text[len(template.bos_token):]
-    return model.tokenize(text, add_special=add_special, parse_special=True)
+    bos = chat.template.bos_token
+    tokens = model.tokenize(text[len(bos):] if add_special and bos and text.startswith(bos) else text,
+                            add_special=add_special, parse_special=True)
+    budget = None
+    capped = chat.reasoning_budget(text, reasoning)
+    if capped is not None:
+        start, end, closing = capped
+        assert reasoning.budget_tokens is not None
+        budget = ReasoningBudget(reasoning.budget_tokens, start, end,
+                                 tuple(model.tokenize(closing, add_special=False, parse_special=True)))
+    return ChatPrompt(text, tokens, budget)
 
 
 @dataclass
@@ -109,6 +138,9 @@ class ChatStreamShape:
     created: int
     model: str
     choice_count: int
+    chat: ChatFormat
+    prompt: str
+    parsers: dict[int, ReasoningParser] = field(default_factory=dict)
 
     def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET) -> ChatCompletionStreamResponse:
         return ChatCompletionStreamResponse(self.id, self.created, self.model, choices, usage)
@@ -119,11 +151,25 @@ class ChatStreamShape:
             for i in range(self.choice_count)
         ]
 
-    def text(self, choice: int, text: str) -> ChatCompletionStreamResponse:
-        return self._chunk([ChatStreamChoice(choice, DeltaMessage(content=text), None, None)])
+    def _parser(self, choice: int) -> ReasoningParser:
+        parser = self.parsers.get(choice)
+        if parser is None:
+            parser = self.parsers[choice] = self.chat.parser(self.prompt)
+        return parser
 
-    def finished(self, choice: int, reason: str) -> ChatCompletionStreamResponse:
-        return self._chunk([ChatStreamChoice(choice, DeltaMessage(), reason, None)])
+    def _deltas(self, choice: int, pieces: list[tuple[str, str]]) -> list[ChatCompletionStreamResponse]:
+        return [
+            self._chunk([ChatStreamChoice(choice, DeltaMessage(content=text) if kind == "content"
+                                          else DeltaMessage(reasoning_content=text), None, None)])
+            for kind, text in pieces if text
+        ]
+
+    def text(self, choice: int, text: str) -> list[ChatCompletionStreamResponse]:
+        return self._deltas(choice, self._parser(choice).feed(text))
+
+    def finished(self, choice: int, reason: str) -> list[ChatCompletionStreamResponse]:
+        rest = self._deltas(choice, self._parser(choice).finish())
+        return [*rest, self._chunk([ChatStreamChoice(choice, DeltaMessage(), reason, None)])]
 
     def usage(self, usage: UsageInfo) -> ChatCompletionStreamResponse:
         return self._chunk([], usage)
@@ -135,12 +181,14 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     reject_unsupported(request)
     served = resolve_model(registry, request.model)
     assert request.messages is not None  # prompt_token_ids is refused above until supported
-    tokens = chat_prompt_tokens(served, request.messages)
+    prompt = chat_prompt(served, request.messages, reasoning_controls(request))
+    tokens = prompt.tokens
     max_tokens = fit_max_tokens(
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
         request.context_length_exceeded_behavior,
     )
     grammar = await output_grammar(request, served)
+    chat = chat_format(served)
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,
@@ -149,15 +197,18 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         cache=cache_keys(request),
         stream=bool(request.stream),
         grammar=grammar,
+        special_text=chat.family.special_markers,
+        reasoning_budget=prompt.reasoning_budget,
     )
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()
     if request.stream:
-        shape = ChatStreamShape(response_id, created, request.model, job.choice_count)
+        shape = ChatStreamShape(response_id, created, request.model, job.choice_count, chat, prompt.text)
         return sse_response(handle, shape, include_usage=include_usage(request))
     results, usage = await collect(handle, receive)
-    choices = [
-        ChatChoice(i, AssistantMessage(role="assistant", content=result.text), result.finish_reason, None)
-        for i, result in enumerate(results)
-    ]
+    choices = []
+    for i, result in enumerate(results):
+        content, reasoning = chat.split(prompt.text, result.text)
+        message = AssistantMessage(role="assistant", content=content, reasoning_content=reasoning or UNSET)
+        choices.append(ChatChoice(i, message, result.finish_reason, None))
     return Response(ChatCompletionResponse(response_id, created, request.model, choices, usage))

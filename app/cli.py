@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from app import template_cli
 from backends.engine import EngineOptions
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
@@ -28,14 +29,28 @@ def _threads(value: str) -> int | None:
     return None if value == "auto" else _positive(value)
 
 
+class _ForLastModel(argparse.Action):
+    """An option of the `--model` given before it (of the first model when none was): a list
+    with one entry per model, None where a model has none."""
+
+    def __call__(self, parser, namespace, value, option_string=None):  # noqa: ANN001
+        index = max(len(namespace.model) - 1, 0)
+        values = list(getattr(namespace, self.dest) or [])
+        values.extend([None] * (index + 1 - len(values)))
+        if values[index] is not None:
+            parser.error(f"{option_string} given twice for one --model")
+        values[index] = value
+        setattr(namespace, self.dest, values)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fireside", description="Local inference server for GGUF models")
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="serve models over the Fireworks/OpenAI API")
     serve.add_argument("--model", action="append", type=Path, default=[], metavar="PATH",
                        help="a GGUF file to serve; repeat for several (default: the embedded SmolLM2-135M-Instruct)")
-    serve.add_argument("--alias", action="append", default=[], metavar="NAME",
-                       help="the id to serve the n-th --model under (default: the file's stem)")
+    serve.add_argument("--alias", action=_ForLastModel, default=[], metavar="NAME",
+                       help="the id to serve the --model before it under (default: the file's stem)")
     serve.add_argument("--host", default=DEFAULT_HOST)
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument("--ctx-size", type=int, default=0, metavar="TOKENS",
@@ -49,16 +64,26 @@ def build_parser() -> argparse.ArgumentParser:
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
                        help="requests that may wait for a slot; beyond it: 429 with Retry-After")
+    serve.add_argument("--chat-template", action=_ForLastModel, type=Path, default=[], metavar="FILE",
+                       help="a Jinja chat template replacing the own template of the --model before it")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
+    template_cli.add_commands(commands)
     return parser
 
 
-def model_specs(paths: list[Path], aliases: list[str]) -> list[ModelSpec]:
+def model_specs(paths: list[Path], aliases: list[str | None],
+                templates: list[Path | None] | None = None) -> list[ModelSpec]:
+    """One spec per --model; `aliases` and `templates` hold one entry per model (None: none)."""
     if not paths:
         paths = [default_model_path()]
-    if len(aliases) > len(paths):
-        raise ModelLoadError(f"{len(aliases)} --alias given for {len(paths)} model(s)")
-    return [ModelSpec(path, aliases[i] if i < len(aliases) else None) for i, path in enumerate(paths)]
+    templates = templates or []
+    for template in templates:
+        if template is not None and not template.is_file():
+            raise ModelLoadError(f"chat template not found: {template}")
+    return [
+        ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None)
+        for i, path in enumerate(paths)
+    ]
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -78,7 +103,7 @@ def serve(args: argparse.Namespace) -> int:
     options = engine_options(args)
     try:
         registry = ModelRegistry.load(
-            model_specs(args.model, args.alias), ModelOptions(gpu_layers=args.gpu_layers), options
+            model_specs(args.model, args.alias, args.chat_template), ModelOptions(gpu_layers=args.gpu_layers), options
         )
     except ModelLoadError as error:
         print(f"fireside: {error}", file=sys.stderr)
@@ -103,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "template":
+        return template_cli.run(args)
     return 2
 
 

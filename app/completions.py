@@ -77,11 +77,11 @@ class CompletionStreamShape:
             return []
         return [self._chunk([CompletionChoice(i, text, None, None)]) for i, text in enumerate(self.echoes) if text]
 
-    def text(self, choice: int, text: str) -> CompletionStreamResponse:
-        return self._chunk([CompletionChoice(choice, text, None, None)])
+    def text(self, choice: int, text: str) -> list[CompletionStreamResponse]:
+        return [self._chunk([CompletionChoice(choice, text, None, None)])]
 
-    def finished(self, choice: int, reason: str) -> CompletionStreamResponse:
-        return self._chunk([CompletionChoice(choice, "", reason, None)])  # type: ignore[arg-type]
+    def finished(self, choice: int, reason: str) -> list[CompletionStreamResponse]:
+        return [self._chunk([CompletionChoice(choice, "", reason, None)])]  # type: ignore[arg-type]
 
     def usage(self, usage: UsageInfo) -> CompletionStreamResponse:
         return self._chunk([], usage)

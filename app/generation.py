@@ -114,8 +114,8 @@ class StreamShape(Protocol):
     """How one endpoint wraps stream events into its chunk Structs."""
 
     def opening(self) -> list[Any]: ...
-    def text(self, choice: int, text: str) -> Any: ...
-    def finished(self, choice: int, reason: str) -> Any: ...
+    def text(self, choice: int, text: str) -> list[Any]: ...
+    def finished(self, choice: int, reason: str) -> list[Any]: ...
     def usage(self, usage: UsageInfo) -> Any: ...
 
 
@@ -132,10 +132,12 @@ async def stream(handle: JobHandle, shape: StreamShape, *, include_usage: bool) 
         async for event in handle.events():
             if isinstance(event, TextDelta):
                 if event.text:
-                    yield sse(shape.text(event.choice, event.text))
+                    for chunk in shape.text(event.choice, event.text):
+                        yield sse(chunk)
             elif isinstance(event, ChoiceFinished):
                 counter.add(event)
-                yield sse(shape.finished(event.choice, event.finish_reason))
+                for chunk in shape.finished(event.choice, event.finish_reason):
+                    yield sse(chunk)
             else:
                 yield sse(_failure(event).body())
                 yield DONE

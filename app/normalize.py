@@ -59,13 +59,13 @@ _NOT_YET_SHARED: tuple[tuple[str, Callable[[Any], bool]], ...] = (
     ("echo_last", lambda r: _set(r.echo_last)),
     ("speculation", lambda r: _set(r.speculation)),
     ("prediction", lambda r: _set(r.prediction)),
-    ("reasoning_effort", lambda r: r.reasoning_effort is not None),
-    ("reasoning_history", lambda r: _set(r.reasoning_history)),
-    ("thinking", lambda r: _set(r.thinking)),
     ("return_token_ids", lambda r: _set(r.return_token_ids)),
 )
 
 _NOT_YET_COMPLETION: tuple[tuple[str, Callable[[Any], bool]], ...] = (
+    ("thinking", lambda r: _set(r.thinking)),
+    ("reasoning_history", lambda r: _set(r.reasoning_history)),
+    ("reasoning_effort", lambda r: r.reasoning_effort is not None),
     ("images", lambda r: bool(r.images)),
 )
 

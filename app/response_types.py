@@ -71,6 +71,7 @@ class CompletionStreamResponse(ResponseStruct):
 class AssistantMessage(ResponseStruct):
     role: str
     content: str | None
+    reasoning_content: str | UnsetType = UNSET
 
 
 class ChatChoice(ResponseStruct):
@@ -92,6 +93,7 @@ class ChatCompletionResponse(ResponseStruct):
 class DeltaMessage(ResponseStruct):
     role: str | UnsetType = UNSET
     content: str | UnsetType = UNSET
+    reasoning_content: str | UnsetType = UNSET
 
 
 class ChatStreamChoice(ResponseStruct):

@@ -77,6 +77,7 @@ def init_backend() -> _LlamaLog:
 class ModelOptions:
     gpu_layers: int = 0
     use_mmap: bool = True
+    vocab_only: bool = False  # metadata and tokenizer without the weights (reading a template)
 
 
 class LlamaModel:
@@ -89,6 +90,7 @@ class LlamaModel:
         params = llama_cpp.llama_model_default_params()
         params.n_gpu_layers = options.gpu_layers
         params.use_mmap = options.use_mmap
+        params.vocab_only = options.vocab_only
         llama_log.errors.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:

@@ -40,6 +40,7 @@ class ServedModel:
     model: LlamaModel
     engine: Engine
     grammars: GrammarCache
+    chat_template: str | None = None  # the --chat-template override's text
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -47,6 +48,7 @@ class ServedModel:
 class ModelSpec:
     path: Path
     alias: str | None = None
+    chat_template: Path | None = None  # replaces the GGUF's own template
 
     @property
     def id(self) -> str:
@@ -68,7 +70,9 @@ class ModelRegistry:
                 # 0 means: the model's training context, at most 4096 tokens per sequence.
                 ctx_size = engine_options.ctx_size or min(model.n_ctx_train or 4096, 4096)
                 engine = Engine(model, dataclasses.replace(engine_options, ctx_size=ctx_size))
-                registry._models[spec.id] = ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab))
+                template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else None
+                registry._models[spec.id] = ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab),
+                                                        template)
         except BaseException:
             registry.close()
             raise

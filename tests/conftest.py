@@ -18,6 +18,7 @@ from backends.registry import default_model_path
 
 FIRESIDE = Path(sys.executable).with_name("fireside")
 SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
 
 
 def free_port() -> int:

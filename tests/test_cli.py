@@ -29,7 +29,7 @@ def test_missing_or_broken_model_is_one_line_and_exit_1(tmp_path, content):
 
 def test_more_aliases_than_models_is_an_error(model_path):
     result = run_fireside("serve", "--model", str(model_path), "--alias", "a", "--alias", "b")
-    assert result.returncode == 1 and "alias" in result.stderr
+    assert result.returncode == 2 and "--alias given twice for one --model" in result.stderr
 
 
 def test_serve_prints_where_it_listens_and_what_it_serves(model_path):

@@ -74,10 +74,12 @@ NOT_YET = [
     ("echo_last", 3, "echo_last"),
     ("speculation", "draft text", "speculation"),
     ("prediction", {"type": "content", "content": "x"}, "prediction"),
+    ("return_token_ids", True, "return_token_ids"),
+]
+NOT_YET_COMPLETIONS = [
     ("reasoning_effort", "low", "reasoning_effort"),
     ("reasoning_history", "preserved", "reasoning_history"),
     ("thinking", {"type": "enabled"}, "thinking"),
-    ("return_token_ids", True, "return_token_ids"),
 ]
 NOT_YET_CHAT = [
     ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tools"),
@@ -98,6 +100,28 @@ def test_fields_for_later_are_400_not_supported_yet(http, server, path, field, v
     response = http.post(path, json={**base, field: value})
     assert response.status_code == 400, response.text
     assert response.json()["error"]["message"] == f"not supported yet: {name}"
+
+
+@pytest.mark.parametrize(("field", "value", "name"), NOT_YET_COMPLETIONS)
+def test_completion_fields_for_later_are_400_not_supported_yet(http, server, field, value, name):
+    response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", field: value})
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["message"] == f"not supported yet: {name}"
+
+
+@pytest.mark.parametrize(("effort", "word"), [("low", "low"), (2048, "2048"), (True, "true")])
+def test_reasoning_controls_on_a_model_without_reasoning_are_400(http, server, effort, word):
+    response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, "reasoning_effort": effort})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == "reasoning_effort" and word in error["message"] and "no reasoning" in error["message"]
+
+
+def test_reasoning_off_on_a_model_without_reasoning_is_fine(http, server):
+    for fields in ({"reasoning_effort": "none"}, {"reasoning_effort": False}, {"thinking": {"type": "disabled"}},
+                   {"reasoning_history": "disabled"}):
+        response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, "max_tokens": 2, **fields})
+        assert response.status_code == 200, (fields, response.text)
 
 
 @pytest.mark.parametrize(("field", "value", "name"), NOT_YET_CHAT)

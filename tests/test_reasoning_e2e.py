@@ -1,0 +1,125 @@
+"""Reasoning end to end: the default model's weights under reasoning families' templates.
+
+One GGUF is rewritten with the `gguf` package to carry DeepSeek-R1's template (its generation
+prompt opens `<think>`), one served with `--chat-template` Qwen3's, one with GPT-OSS's. The tiny
+model never closes a think block by itself, which makes the budget's forced closing visible.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import httpx
+import pytest
+
+from templates.reasoning import DEFAULT_BUDGET_END
+from tests.conftest import FIRESIDE, FIXTURES, start_server, stop_server
+
+R1 = FIXTURES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
+QWEN3 = FIXTURES / "Qwen-Qwen3-0.6B.jinja"
+GPT_OSS = FIXTURES / "openai-gpt-oss-120b.jinja"
+ASK = [{"role": "user", "content": "Why is the sky blue?"}]
+
+
+def with_template(source, target, template) -> None:
+    subprocess.run([sys.executable, "-m", "gguf.scripts.gguf_new_metadata", str(source), str(target),
+                    "--chat-template-file", str(template), "--force"], check=True, capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def r1_gguf(tmp_path_factory, model_path):
+    target = tmp_path_factory.mktemp("models") / "smol-r1.gguf"
+    with_template(model_path, target, R1)
+    return target
+
+
+@pytest.fixture(scope="module")
+def reasoning_server(r1_gguf, model_path):
+    server = start_server("--model", str(r1_gguf), "--alias", "r1",
+                          "--model", str(model_path), "--alias", "qwen3", "--chat-template", str(QWEN3),
+                          "--model", str(model_path), "--alias", "gpt-oss", "--chat-template", str(GPT_OSS),
+                          "--ctx-size", "1024", "--parallel", "2")
+    yield server
+    stop_server(server)
+
+
+def chat(server, model: str, **fields) -> httpx.Response:
+    body = {"model": model, "messages": ASK, "temperature": 0, "max_tokens": 40, **fields}
+    return httpx.post(f"{server.v1}/chat/completions", json=body, timeout=120)
+
+
+def streamed(server, model: str, **fields) -> tuple[str, str, str]:
+    body = {"model": model, "messages": ASK, "temperature": 0, "max_tokens": 40, "stream": True, **fields}
+    reasoning, content, finish = "", "", ""
+    with httpx.stream("POST", f"{server.v1}/chat/completions", json=body, timeout=120) as response:
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                for choice in json.loads(line[6:])["choices"]:
+                    reasoning += choice["delta"].get("reasoning_content", "")
+                    content += choice["delta"].get("content", "")
+                    finish = choice["finish_reason"] or finish
+    return reasoning, content, finish
+
+
+def test_open_think_block_comes_back_as_reasoning(reasoning_server) -> None:
+    message = chat(reasoning_server, "r1").json()["choices"][0]["message"]
+    assert message["reasoning_content"] and message["content"] == ""  # never closed: all of it is reasoning
+    reasoning, content, finish = streamed(reasoning_server, "r1")
+    assert (reasoning, content, finish) == (message["reasoning_content"], "", "length")
+
+
+def test_a_spent_budget_closes_reasoning_and_the_answer_follows(reasoning_server) -> None:
+    message = chat(reasoning_server, "r1", reasoning_effort=12).json()["choices"][0]["message"]
+    assert message["reasoning_content"].endswith(DEFAULT_BUDGET_END.strip())
+    assert message["content"] and "</think>" not in message["content"] + message["reasoning_content"]
+    reasoning, content, _ = streamed(reasoning_server, "r1", reasoning_effort=12)
+    assert (reasoning, content) == (message["reasoning_content"], message["content"])
+
+
+def test_an_empty_bridge_closes_at_once(reasoning_server) -> None:
+    response = chat(reasoning_server, "r1", reasoning_effort=12, thinking={"type": "enabled", "budget_end_str": ""})
+    assert response.status_code == 200, response.text
+    message = response.json()["choices"][0]["message"]
+    assert message["reasoning_content"] and message["content"]
+    assert "Considering" not in message["reasoning_content"]
+
+
+def test_budget_tokens_below_1024_is_400(reasoning_server) -> None:
+    response = chat(reasoning_server, "r1", thinking={"type": "enabled", "budget_tokens": 100})
+    assert response.status_code == 400 and "1024" in response.json()["error"]["message"]
+
+
+def test_qwen3_switches_thinking_off_in_the_prompt(reasoning_server) -> None:
+    off = chat(reasoning_server, "qwen3", reasoning_effort="none").json()["choices"][0]["message"]
+    assert off["content"] and "reasoning_content" not in off
+    reasoning, content, _ = streamed(reasoning_server, "qwen3", reasoning_effort=False)
+    assert (reasoning, content) == ("", off["content"])
+
+
+def test_gpt_oss_refuses_none_in_the_specs_words(reasoning_server) -> None:
+    response = chat(reasoning_server, "gpt-oss", reasoning_effort="none")
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("Invalid reasoning effort: none")
+    assert chat(reasoning_server, "gpt-oss", reasoning_effort="high").status_code == 200
+
+
+def test_template_render_and_parse_commands(tmp_path, r1_gguf) -> None:
+    messages = tmp_path / "messages.json"
+    messages.write_text(json.dumps(ASK))
+    for template in (R1, r1_gguf):
+        rendered = subprocess.run([str(FIRESIDE), "template", "render", "--template", str(template),
+                                   "--messages", str(messages)], capture_output=True, text=True, timeout=60)
+        assert rendered.returncode == 0, rendered.stderr
+        assert "Why is the sky blue?" in rendered.stdout and rendered.stdout.endswith("<think>\n")
+    completion = tmp_path / "completion.txt"
+    completion.write_text("Light scatters.\n</think>\n\nRayleigh scattering.")
+    parsed = subprocess.run([str(FIRESIDE), "template", "parse", "--template", str(R1), "--completion",
+                             str(completion)], capture_output=True, text=True, timeout=60)
+    assert parsed.returncode == 0, parsed.stderr
+    message = json.loads(parsed.stdout)
+    assert message["reasoning_content"] == "Light scatters." and message["content"] == "Rayleigh scattering."
+    refused = subprocess.run([str(FIRESIDE), "template", "render", "--template", str(GPT_OSS), "--messages",
+                              str(messages), "--reasoning-effort", "none"], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 1 and "Invalid reasoning effort: none" in refused.stderr
