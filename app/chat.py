@@ -13,6 +13,7 @@ from litestar.types import Receive
 from app.errors import BadRequest, NotSupportedYet
 from app.generation import collect, new_id, now, resolve_model, sse_response, submit
 from app.normalize import (
+    ReasoningFirst,
     cache_keys,
     check_meaning,
     decode_request,
@@ -39,6 +40,7 @@ from backends.llama_model import LlamaModel
 from backends.registry import ModelRegistry, ServedModel
 from backends.reasoning_budget import ReasoningBudget
 from templates.chat_format import ChatFormat
+from templates.families import ChannelFamily
 from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 from templates.reasoning_parser import ReasoningParser
@@ -92,6 +94,18 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
             item["role"] = "system"  # OpenAI's newer name for the system role
         rendered.append(item)
     return rendered
+
+
+def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
+    """Where a `response_format` grammar must leave room for reasoning first (None: nowhere)."""
+    family = chat.family
+    if not family.reasons or family.closes_reasoning(prompt):
+        return None
+    if isinstance(family, ChannelFamily):
+        # the answer follows a channel header, not just the end of the reasoning
+        raise NotSupportedYet(f"response_format together with {family.name}'s reasoning channels")
+    assert family.reasoning_end is not None
+    return ReasoningFirst(None if family.opens_reasoning(prompt) else family.reasoning_start, family.reasoning_end)
 
 
 @dataclass
@@ -187,8 +201,10 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
         request.context_length_exceeded_behavior,
     )
-    grammar = await output_grammar(request, served)
     chat = chat_format(served)
+    wants_grammar = request.response_format is not None and request.response_format.type != "text"
+    room = reasoning_first(chat, prompt.text) if wants_grammar else None
+    grammar = await output_grammar(request, served, room)
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
@@ -18,6 +19,8 @@ from app.request_types import ChatCompletionRequest, CompletionRequest, Generati
 from backends.grammar import CompiledGrammar, GrammarError
 from backends.jobs import CacheKeys, SamplingParams
 from backends.registry import ServedModel
+from grammars.reasoning_prefix import ROOT as REASONING_ROOT
+from grammars.reasoning_prefix import with_reasoning_first
 from grammars.response_format import ResponseFormatError, response_format_grammar
 from grammars.schema_errors import SchemaError
 
@@ -234,17 +237,28 @@ def fit_max_tokens(prompt_tokens: int, requested: int | None, default: int | Non
     return min(wanted, room)
 
 
-async def output_grammar(request: GenerationFields, served: ServedModel) -> CompiledGrammar | None:
+@dataclass(frozen=True)
+class ReasoningFirst:
+    """The answer's grammar starts after a reasoning block: `start` opens it (None: the prompt
+    already did), `end` closes it."""
+
+    start: str | None
+    end: str
+
+
+async def output_grammar(request: GenerationFields, served: ServedModel,
+                         reasoning: ReasoningFirst | None = None) -> CompiledGrammar | None:
     """The compiled grammar that `response_format` asks for, or None for free text (400 for a
     format that cannot be enforced exactly: never unconstrained output instead). A grammar
     not yet cached is converted and compiled off the event loop: a big schema takes a while."""
     response_format = request.response_format
     if response_format is None:
         return None
-    return await asyncio.to_thread(_compile_response_format, response_format, served)
+    return await asyncio.to_thread(_compile_response_format, response_format, served, reasoning)
 
 
-def _compile_response_format(response_format: ResponseFormat, served: ServedModel) -> CompiledGrammar | None:
+def _compile_response_format(response_format: ResponseFormat, served: ServedModel,
+                             reasoning: ReasoningFirst | None) -> CompiledGrammar | None:
     try:
         text = response_format_grammar(
             response_format.type,
@@ -256,8 +270,11 @@ def _compile_response_format(response_format: ResponseFormat, served: ServedMode
         raise BadRequest(f"response_format: {error}", param="response_format") from None
     if text is None:
         return None
+    root = "root"
+    if reasoning is not None:
+        text, root = with_reasoning_first(text, start=reasoning.start, end=reasoning.end), REASONING_ROOT
     try:
-        return served.grammars.get(text)
+        return served.grammars.get(text, root)
     except GrammarError as error:
         what = "grammar" if response_format.type == "grammar" else "generated grammar"
         raise BadRequest(f"response_format: the {what} does not parse: {error}", param="response_format") from None

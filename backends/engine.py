@@ -487,7 +487,12 @@ class Engine:
             if seq.output_row < 0:
                 continue
             forced = seq.budget is not None and bool(seq.budget.forced)
-            token = seq.budget.forced.popleft() if forced else seq.sampler.sample(self._ctx, seq.output_row)
+            if forced:
+                token = seq.budget.forced.popleft()
+                if not seq.sampler.accept_forced(token):  # the grammar rules the closing out: end here
+                    token = NO_TOKEN
+            else:
+                token = seq.sampler.sample(self._ctx, seq.output_row)
             seq.output_row = -1
             self._prefilling.discard(seq.group)
             self._accept(seq, token, forced=forced)

@@ -28,26 +28,26 @@ class GrammarError(Exception):
 _stderr_lock = threading.Lock()
 
 
-def _parse_with_messages(vocab: llama_cpp.llama_vocab_p, text: bytes) -> tuple[int | None, str]:
+def _parse_with_messages(vocab: llama_cpp.llama_vocab_p, text: bytes, root: bytes) -> tuple[int | None, str]:
     """llama.cpp prints grammar syntax errors to stderr, and other grammar errors (no root,
     left recursion) to its log: stderr's file descriptor is pointed at a temporary file for
     the call, and any other output that lands there meanwhile is passed on on success."""
     with init_backend().thread_errors() as logged:
-        handle, output = _parse_capturing_stderr(vocab, text)
+        handle, output = _parse_capturing_stderr(vocab, text, root)
     return handle, output + "\n".join(logged)
 
 
-def _parse_capturing_stderr(vocab: llama_cpp.llama_vocab_p, text: bytes) -> tuple[int | None, str]:
+def _parse_capturing_stderr(vocab: llama_cpp.llama_vocab_p, text: bytes, root: bytes) -> tuple[int | None, str]:
     with _stderr_lock, tempfile.TemporaryFile() as capture:
         sys.stderr.flush()
         try:
             saved = os.dup(2)
         except OSError:  # no stderr at all (a detached service): no message either
-            handle = llama_cpp.llama_sampler_init_grammar(vocab, text, b"root")
+            handle = llama_cpp.llama_sampler_init_grammar(vocab, text, root)
             return (handle or None), ""
         os.dup2(capture.fileno(), 2)
         try:
-            handle = llama_cpp.llama_sampler_init_grammar(vocab, text, b"root")
+            handle = llama_cpp.llama_sampler_init_grammar(vocab, text, root)
         finally:
             os.dup2(saved, 2)
             os.close(saved)
@@ -76,11 +76,11 @@ class CompiledGrammar:
 
     __slots__ = ("text", "_handle", "__weakref__")
 
-    def __init__(self, vocab: llama_cpp.llama_vocab_p, text: str):
+    def __init__(self, vocab: llama_cpp.llama_vocab_p, text: str, root: str = "root"):
         self.text = text
         if "\x00" in text:
             raise GrammarError("the grammar contains a NUL character")
-        handle, output = _parse_with_messages(vocab, text.encode())
+        handle, output = _parse_with_messages(vocab, text.encode(), root.encode())
         if not handle:
             raise GrammarError(_parser_message(output))
         self._handle = handle
@@ -133,18 +133,19 @@ class GrammarCache:
     def __init__(self, vocab: llama_cpp.llama_vocab_p, capacity: int = 64):
         self._vocab = vocab
         self._capacity = capacity
-        self._grammars: OrderedDict[str, CompiledGrammar] = OrderedDict()
+        self._grammars: OrderedDict[tuple[str, str], CompiledGrammar] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str) -> CompiledGrammar:
+    def get(self, text: str, root: str = "root") -> CompiledGrammar:
+        key = (root, text)
         with self._lock:
-            grammar = self._grammars.get(text)
+            grammar = self._grammars.get(key)
             if grammar is not None:
-                self._grammars.move_to_end(text)
+                self._grammars.move_to_end(key)
                 return grammar
-        grammar = CompiledGrammar(self._vocab, text)
+        grammar = CompiledGrammar(self._vocab, text, root)
         with self._lock:
-            self._grammars[text] = grammar
+            self._grammars[key] = grammar
             while len(self._grammars) > self._capacity:
                 self._grammars.popitem(last=False)
         return grammar

@@ -173,6 +173,17 @@ class SamplerChain:
             grammar.accept(token)
         return token
 
+    def accept_forced(self, token: int) -> bool:
+        """Take a token chosen for the sampler (a forced reasoning close): the chain and the
+        grammar advance as if it had been drawn. False when the grammar rejects it."""
+        if self._grammar is not None and token not in self._eog:
+            if not self._grammar.allows(token):
+                return False
+            self._grammar.accept(token)
+        if self.handle:
+            llama_cpp.llama_sampler_accept(self.handle, token)
+        return True
+
     def free(self) -> None:
         if self.handle:
             llama_cpp.llama_sampler_free(self.handle)

@@ -205,8 +205,8 @@ class GrammarBuilder:
         if self._chars > self.max_chars:
             raise GrammarTooLarge(f"the grammar would be longer than {self.max_chars} characters")
 
-    def render(self, root_body: str) -> str:
-        lines = [f"root ::= {root_body}"]
+    def render(self, root_body: str, *, root: str = "root") -> str:
+        lines = [f"{root} ::= {root_body}"]
         for name, body in self._rules.items():
             if body is None:
                 raise RuntimeError(f"rule {name} was reserved but never defined")

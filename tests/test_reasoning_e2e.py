@@ -123,3 +123,30 @@ def test_template_render_and_parse_commands(tmp_path, r1_gguf) -> None:
     refused = subprocess.run([str(FIRESIDE), "template", "render", "--template", str(GPT_OSS), "--messages",
                               str(messages), "--reasoning-effort", "none"], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 1 and "Invalid reasoning effort: none" in refused.stderr
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 20}}, "required": ["name"],
+          "additionalProperties": False}
+AS_JSON = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON}}
+
+
+def test_structured_answer_after_reasoning_the_prompt_opened(reasoning_server) -> None:
+    choice = chat(reasoning_server, "r1", reasoning_effort=12, response_format=AS_JSON, max_tokens=80,
+                  messages=[{"role": "user", "content": "Name a person, as JSON."}]).json()["choices"][0]
+    assert choice["finish_reason"] == "stop", choice
+    assert choice["message"]["reasoning_content"]
+    assert json.loads(choice["message"]["content"]).keys() == {"name"}
+
+
+def test_structured_answer_where_reasoning_is_optional(reasoning_server) -> None:
+    for effort in ("medium", "none"):
+        choice = chat(reasoning_server, "qwen3", reasoning_effort=effort, response_format=AS_JSON, max_tokens=60,
+                      messages=[{"role": "user", "content": "Name a person, as JSON."}]).json()["choices"][0]
+        assert choice["finish_reason"] == "stop", choice
+        assert json.loads(choice["message"]["content"]).keys() == {"name"}
+
+
+def test_structured_output_with_reasoning_channels_is_not_supported_yet(reasoning_server) -> None:
+    response = chat(reasoning_server, "gpt-oss", response_format=AS_JSON)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"].startswith("not supported yet: response_format together with")
