@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +17,7 @@ from app.generation import collect, new_id, now, resolve_model, sse_response, su
 from app.normalize import (
     ReasoningFirst,
     cache_keys,
+    compile_grammar,
     check_meaning,
     decode_request,
     fit_max_tokens,
@@ -26,8 +29,13 @@ from app.normalize import (
     stop_sequences,
 )
 from app.request_types import ChatCompletionRequest, ChatMessage
+from app.tools import ToolPlan, tool_plan
 from app.response_types import (
     AssistantMessage,
+    FunctionCall,
+    FunctionCallDelta,
+    ToolCallDelta,
+    ToolCallOut,
     ChatChoice,
     ChatCompletionResponse,
     ChatCompletionStreamResponse,
@@ -35,15 +43,17 @@ from app.response_types import (
     DeltaMessage,
     UsageInfo,
 )
+from backends.grammar import CompiledGrammar
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
 from backends.registry import ModelRegistry, ServedModel
 from backends.reasoning_budget import ReasoningBudget
+from grammars.schema_errors import SchemaError
 from templates.chat_format import ChatFormat
+from templates.chat_output import ChatOutput, OutputEvent
 from templates.families import ChannelFamily
 from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
-from templates.reasoning_parser import ReasoningParser
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -96,6 +106,17 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return rendered
 
 
+def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: ReasoningFirst | None) -> CompiledGrammar:
+    """The grammar that makes the answer a call (or calls) of the allowed tools, in the model's own
+    syntax, with arguments valid under each tool's `parameters`."""
+    allowed = [tool for tool in tools.tools if tool["function"]["name"] in tools.allowed]
+    try:
+        text = chat.tool_syntax.call_grammar(allowed, parallel=tools.parallel)
+    except SchemaError as error:
+        raise BadRequest(f"tools: {error}", param="tools") from None
+    return compile_grammar(served, text, room, param="tools")
+
+
 def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
     """Where a `response_format` grammar must leave room for reasoning first (None: nowhere)."""
     family = chat.family
@@ -115,6 +136,26 @@ class ChatPrompt:
     reasoning_budget: ReasoningBudget | None
 
 
+def nine_character_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Mistral's templates refuse tool-call ids that are not 9 letters or digits: map each id
+    to such a one, the same for a call and its result."""
+
+    def short(call_id: Any) -> Any:
+        if not isinstance(call_id, str) or (len(call_id) == 9 and call_id.isalnum()):
+            return call_id
+        return hashlib.sha256(call_id.encode()).hexdigest()[:9]
+
+    result = []
+    for message in messages:
+        message = dict(message)
+        if message.get("tool_calls"):
+            message["tool_calls"] = [{**call, "id": short(call.get("id"))} for call in message["tool_calls"]]
+        if message.get("tool_call_id") is not None:
+            message["tool_call_id"] = short(message["tool_call_id"])
+        result.append(message)
+    return result
+
+
 def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
     try:
         return normalize_reasoning(request.reasoning_effort, request.thinking, request.reasoning_history)
@@ -122,11 +163,15 @@ def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
         raise BadRequest(str(error), param=error.param) from None
 
 
-def chat_prompt(served: ServedModel, messages: list[ChatMessage], reasoning: ReasoningRequest) -> ChatPrompt:
+def chat_prompt(served: ServedModel, messages: list[ChatMessage], reasoning: ReasoningRequest,
+                tools: list[dict[str, Any]] | None = None) -> ChatPrompt:
     model: LlamaModel = served.model
     chat = chat_format(served)
+    rendered = template_messages(messages)
+    if chat.tool_syntax.name.startswith("mistral"):
+        rendered = nine_character_ids(rendered)
     try:
-        text = chat.render(template_messages(messages), reasoning)
+        text = chat.render(rendered, reasoning, tools=tools)
     except ReasoningError as error:
         raise BadRequest(str(error), param=error.param) from None
     except TemplateRenderError as error:
@@ -146,6 +191,21 @@ def chat_prompt(served: ServedModel, messages: list[ChatMessage], reasoning: Rea
     return ChatPrompt(text, tokens, budget)
 
 
+def _delta(event: OutputEvent) -> DeltaMessage:
+    if event.kind == "content":
+        return DeltaMessage(content=event.text)
+    if event.kind == "reasoning":
+        return DeltaMessage(reasoning_content=event.text)
+    first = event.name is not None
+    call = ToolCallDelta(event.index, FunctionCallDelta(event.text, event.name if first else UNSET),
+                         event.id if first and event.id else UNSET, "function" if first else UNSET)
+    return DeltaMessage(tool_calls=[call])
+
+
+def _finish_reason(reason: str | None, output: ChatOutput) -> str | None:
+    return "tool_calls" if reason == "stop" and output.calls else reason
+
+
 @dataclass
 class ChatStreamShape:
     id: str
@@ -154,7 +214,8 @@ class ChatStreamShape:
     choice_count: int
     chat: ChatFormat
     prompt: str
-    parsers: dict[int, ReasoningParser] = field(default_factory=dict)
+    tool_names: set[str] | None
+    outputs: dict[int, ChatOutput] = field(default_factory=dict)
 
     def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET) -> ChatCompletionStreamResponse:
         return ChatCompletionStreamResponse(self.id, self.created, self.model, choices, usage)
@@ -165,28 +226,37 @@ class ChatStreamShape:
             for i in range(self.choice_count)
         ]
 
-    def _parser(self, choice: int) -> ReasoningParser:
-        parser = self.parsers.get(choice)
-        if parser is None:
-            parser = self.parsers[choice] = self.chat.parser(self.prompt)
-        return parser
+    def _output(self, choice: int) -> ChatOutput:
+        output = self.outputs.get(choice)
+        if output is None:
+            output = self.outputs[choice] = self.chat.output(self.prompt, self.tool_names)
+        return output
 
-    def _deltas(self, choice: int, pieces: list[tuple[str, str]]) -> list[ChatCompletionStreamResponse]:
-        return [
-            self._chunk([ChatStreamChoice(choice, DeltaMessage(content=text) if kind == "content"
-                                          else DeltaMessage(reasoning_content=text), None, None)])
-            for kind, text in pieces if text
-        ]
+    def _deltas(self, choice: int, events: list[OutputEvent]) -> list[ChatCompletionStreamResponse]:
+        return [self._chunk([ChatStreamChoice(choice, _delta(event), None, None)]) for event in events]
 
     def text(self, choice: int, text: str) -> list[ChatCompletionStreamResponse]:
-        return self._deltas(choice, self._parser(choice).feed(text))
+        return self._deltas(choice, self._output(choice).feed(text))
 
     def finished(self, choice: int, reason: str) -> list[ChatCompletionStreamResponse]:
-        rest = self._deltas(choice, self._parser(choice).finish())
-        return [*rest, self._chunk([ChatStreamChoice(choice, DeltaMessage(), reason, None)])]
+        output = self._output(choice)
+        rest = self._deltas(choice, output.finish())
+        return [*rest, self._chunk([ChatStreamChoice(choice, DeltaMessage(), _finish_reason(reason, output), None)])]
 
     def usage(self, usage: UsageInfo) -> ChatCompletionStreamResponse:
         return self._chunk([], usage)
+
+
+def _message(chat: ChatFormat, prompt: str, text: str, tool_names: set[str] | None) -> tuple[AssistantMessage, ChatOutput]:
+    output = chat.output(prompt, tool_names)
+    events = output.feed(text) + output.finish()
+    content = "".join(e.text for e in events if e.kind == "content")
+    reasoning = "".join(e.text for e in events if e.kind == "reasoning")
+    calls = [ToolCallOut(call.id or output.call_id(i), FunctionCall(call.name, call.arguments))
+             for i, call in enumerate(output.calls)]
+    message = AssistantMessage(role="assistant", content=content or (None if calls else ""),
+                               reasoning_content=reasoning or UNSET, tool_calls=calls or UNSET)
+    return message, output
 
 
 async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: Receive) -> Response | Stream:
@@ -195,7 +265,9 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     reject_unsupported(request)
     served = resolve_model(registry, request.model)
     assert request.messages is not None  # prompt_token_ids is refused above until supported
-    prompt = chat_prompt(served, request.messages, reasoning_controls(request))
+    tools = tool_plan(request)
+    shown_tools = tools.tools if tools is not None and tools.mode != "none" else None
+    prompt = chat_prompt(served, request.messages, reasoning_controls(request), shown_tools)
     tokens = prompt.tokens
     max_tokens = fit_max_tokens(
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
@@ -203,8 +275,13 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     )
     chat = chat_format(served)
     wants_grammar = request.response_format is not None and request.response_format.type != "text"
-    room = reasoning_first(chat, prompt.text) if wants_grammar else None
-    grammar = await output_grammar(request, served, room)
+    if shown_tools is not None and wants_grammar:
+        raise NotSupportedYet("response_format together with tools")
+    if tools is not None and tools.mode == "required":
+        grammar = await asyncio.to_thread(call_grammar, served, chat, tools, reasoning_first(chat, prompt.text))
+    else:
+        room = reasoning_first(chat, prompt.text) if wants_grammar else None
+        grammar = await output_grammar(request, served, room)
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,
@@ -213,18 +290,19 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         cache=cache_keys(request),
         stream=bool(request.stream),
         grammar=grammar,
-        special_text=chat.family.special_markers,
+        # tool-call markup is often made of special tokens: the parser must see it as text
+        special_text=chat.family.special_markers or shown_tools is not None,
         reasoning_budget=prompt.reasoning_budget,
     )
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()
+    tool_names = set(tools.allowed) if tools is not None and tools.mode != "none" else None
     if request.stream:
-        shape = ChatStreamShape(response_id, created, request.model, job.choice_count, chat, prompt.text)
+        shape = ChatStreamShape(response_id, created, request.model, job.choice_count, chat, prompt.text, tool_names)
         return sse_response(handle, shape, include_usage=include_usage(request))
     results, usage = await collect(handle, receive)
     choices = []
     for i, result in enumerate(results):
-        content, reasoning = chat.split(prompt.text, result.text)
-        message = AssistantMessage(role="assistant", content=content, reasoning_content=reasoning or UNSET)
-        choices.append(ChatChoice(i, message, result.finish_reason, None))
+        message, output = _message(chat, prompt.text, result.text, tool_names)
+        choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output), None))
     return Response(ChatCompletionResponse(response_id, created, request.model, choices, usage))

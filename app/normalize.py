@@ -74,10 +74,6 @@ _NOT_YET_COMPLETION: tuple[tuple[str, Callable[[Any], bool]], ...] = (
 
 _NOT_YET_CHAT: tuple[tuple[str, Callable[[Any], bool]], ...] = (
     ("echo", lambda r: _set(r.echo)),
-    ("tools", lambda r: bool(r.tools)),
-    ("functions", lambda r: bool(r.functions)),
-    ("tool_choice", lambda r: r.tool_choice not in ("auto", "none")),
-    ("function_call", lambda r: r.function_call not in (None, "auto", "none")),
     ("prompt_token_ids", lambda r: r.prompt_token_ids is not None),
     ("prompt_truncate_len", lambda r: _set(r.prompt_truncate_len)),
     ("safe_tokenization", lambda r: _set(r.safe_tokenization)),
@@ -270,11 +266,17 @@ def _compile_response_format(response_format: ResponseFormat, served: ServedMode
         raise BadRequest(f"response_format: {error}", param="response_format") from None
     if text is None:
         return None
+    what = "grammar" if response_format.type == "grammar" else "generated grammar"
+    return compile_grammar(served, text, reasoning, param="response_format", what=what)
+
+
+def compile_grammar(served: ServedModel, text: str, reasoning: ReasoningFirst | None, *, param: str,
+                    what: str = "generated grammar") -> CompiledGrammar:
+    """`text` compiled for the model (cached), after room for reasoning when there is some."""
     root = "root"
     if reasoning is not None:
         text, root = with_reasoning_first(text, start=reasoning.start, end=reasoning.end), REASONING_ROOT
     try:
         return served.grammars.get(text, root)
     except GrammarError as error:
-        what = "grammar" if response_format.type == "grammar" else "generated grammar"
-        raise BadRequest(f"response_format: the {what} does not parse: {error}", param="response_format") from None
+        raise BadRequest(f"{param}: the {what} does not parse: {error}", param=param) from None

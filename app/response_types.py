@@ -68,10 +68,34 @@ class CompletionStreamResponse(ResponseStruct):
     object: str = "text_completion"
 
 
+class FunctionCall(ResponseStruct):
+    name: str
+    arguments: str
+
+
+class ToolCallOut(ResponseStruct):
+    id: str
+    function: FunctionCall
+    type: str = "function"
+
+
 class AssistantMessage(ResponseStruct):
     role: str
     content: str | None
     reasoning_content: str | UnsetType = UNSET
+    tool_calls: list[ToolCallOut] | UnsetType = UNSET
+
+
+class FunctionCallDelta(ResponseStruct):
+    arguments: str
+    name: str | UnsetType = UNSET
+
+
+class ToolCallDelta(ResponseStruct):
+    index: int
+    function: FunctionCallDelta
+    id: str | UnsetType = UNSET
+    type: str | UnsetType = UNSET
 
 
 class ChatChoice(ResponseStruct):
@@ -94,6 +118,7 @@ class DeltaMessage(ResponseStruct):
     role: str | UnsetType = UNSET
     content: str | UnsetType = UNSET
     reasoning_content: str | UnsetType = UNSET
+    tool_calls: list[ToolCallDelta] | UnsetType = UNSET
 
 
 class ChatStreamChoice(ResponseStruct):

@@ -73,12 +73,14 @@ def run(args: argparse.Namespace) -> int:
         chat = _chat_format(args.template, args.bos_token, args.eos_token)
         reasoning = normalize_reasoning(_effort(args.reasoning_effort), None, args.reasoning_history)
         messages = _json_list(args.messages, "--messages") or DEFAULT_MESSAGES
-        prompt = chat.render(messages, reasoning, tools=_json_list(args.tools, "--tools"))
+        tools = _json_list(args.tools, "--tools")
+        prompt = chat.render(messages, reasoning, tools=tools)
         if args.template_command == "render":
             sys.stdout.write(prompt)
             return 0
         completion = args.completion.read_text(encoding="utf-8")
-        print(json.dumps(chat.parse(prompt, completion), ensure_ascii=False, indent=2))
+        names = {tool["function"]["name"] for tool in tools or [] if isinstance(tool.get("function"), dict)}
+        print(json.dumps(chat.parse(prompt, completion, names or None), ensure_ascii=False, indent=2))
         return 0
     except (OSError, ValueError, ModelLoadError, ReasoningError, TemplateRenderError) as error:
         print(f"fireside template: {error}", file=sys.stderr)

@@ -10,7 +10,9 @@ from typing import Any
 from templates.chat_template import ChatTemplate
 from templates.families import ChatFamily, family_for
 from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest
+from templates.chat_output import ChatOutput
 from templates.reasoning_parser import ReasoningParser
+from templates.tool_calls import ToolSyntax, tool_syntax_for
 
 NO_REASONING_CONTROLS = ReasoningRequest(effort=None, budget_tokens=None, history=None, budget_end=None)
 
@@ -19,6 +21,9 @@ class ChatFormat:
     def __init__(self, source: str, *, bos_token: str, eos_token: str):
         self.template = ChatTemplate(source, bos_token=bos_token, eos_token=eos_token)
         self.family: ChatFamily = family_for(source)
+        self.tool_syntax: ToolSyntax = tool_syntax_for(source)
+        # Templates that never read `tools` get them described in a system message instead.
+        self.renders_tools = "tools" in source
 
     def render(self, messages: list[dict[str, Any]], reasoning: ReasoningRequest = NO_REASONING_CONTROLS,
                *, tools: list[dict[str, Any]] | None = None) -> str:
@@ -30,7 +35,10 @@ class ChatFormat:
                 f"{_shown(reasoning)} cannot be honoured", reasoning.param)
         messages, variables = self.family.prepare(messages, reasoning)
         if tools:
-            variables["tools"] = tools
+            if self.renders_tools:
+                variables["tools"] = tools
+            else:
+                messages = with_tools_described(messages, tools, self.tool_syntax.opener)
         prompt = self.template.render(messages, add_generation_prompt=True, **variables)
         return self.family.finish_prompt(prompt, reasoning)
 
@@ -46,21 +54,25 @@ class ChatFormat:
         return start, family.reasoning_end, bridge + family.budget_close
 
     def parser(self, prompt: str) -> ReasoningParser:
-        """A fresh output parser for one choice generated after `prompt`."""
+        """A fresh reasoning parser for one choice generated after `prompt`."""
         return self.family.parser(prompt)
 
-    def split(self, prompt: str, completion: str) -> tuple[str, str]:
-        """(content, reasoning) of a whole raw output generated after `prompt`."""
-        parser = self.parser(prompt)
-        pieces = parser.feed(completion) + parser.finish()
-        content = "".join(text for kind, text in pieces if kind == "content")
-        reasoning = "".join(text for kind, text in pieces if kind == "reasoning")
-        return content, reasoning
+    def output(self, prompt: str, tool_names: set[str] | None = None) -> ChatOutput:
+        """A fresh parser of one choice's whole output: reasoning, content and, when the request
+        offers tools, tool calls."""
+        tools = self.tool_syntax.parser(tool_names) if tool_names else None
+        return ChatOutput(self.family.parser(prompt), tools)
 
-    def parse(self, prompt: str, completion: str) -> dict[str, Any]:
+    def parse(self, prompt: str, completion: str, tool_names: set[str] | None = None) -> dict[str, Any]:
         """The assistant message the server returns for this raw output."""
-        content, reasoning = self.split(prompt, completion)
-        return {"role": "assistant", "content": content, "reasoning_content": reasoning or None, "tool_calls": []}
+        output = self.output(prompt, tool_names)
+        events = output.feed(completion) + output.finish()
+        content = "".join(e.text for e in events if e.kind == "content")
+        reasoning = "".join(e.text for e in events if e.kind == "reasoning")
+        calls = [{"id": call.id or output.call_id(i), "type": "function",
+                  "function": {"name": call.name, "arguments": call.arguments}} for i, call in enumerate(output.calls)]
+        return {"role": "assistant", "content": content or (None if calls else ""),
+                "reasoning_content": reasoning or None, "tool_calls": calls}
 
 
 def _asks_for_reasoning(reasoning: ReasoningRequest) -> bool:
@@ -70,3 +82,18 @@ def _asks_for_reasoning(reasoning: ReasoningRequest) -> bool:
 def _shown(reasoning: ReasoningRequest) -> str:
     given = reasoning.given if reasoning.given is not None else reasoning.effort
     return json.dumps(given) if not isinstance(given, str) else given
+
+
+def with_tools_described(messages: list[dict[str, Any]], tools: list[dict[str, Any]], opener: str) -> list[dict[str, Any]]:
+    """The tools in the system message, for templates that never read `tools` (Hermes's wording)."""
+    listing = "\n".join(json.dumps(tool, ensure_ascii=False) for tool in tools)
+    closer = opener.replace("<", "</", 1) if opener.startswith("<") else ""
+    text = ("You may call one or more functions to assist with the user query. The functions are listed in "
+            f"<tools></tools> XML tags:\n<tools>\n{listing}\n</tools>\nFor each function call, return a JSON "
+            f'object with the function name and arguments: {opener}{{"name": <function-name>, '
+            f'"arguments": <args-json-object>}}{closer}')
+    if messages and messages[0].get("role") == "system":
+        first = dict(messages[0])
+        first["content"] = f"{first.get('content') or ''}\n\n{text}".strip()
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]

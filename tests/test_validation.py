@@ -82,11 +82,6 @@ NOT_YET_COMPLETIONS = [
     ("thinking", {"type": "enabled"}, "thinking"),
 ]
 NOT_YET_CHAT = [
-    ("tools", [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}], "tools"),
-    ("functions", [{"name": "f"}], "functions"),
-    ("tool_choice", "required", "tool_choice"),
-    ("tool_choice", {"type": "function", "function": {"name": "f"}}, "tool_choice"),
-    ("function_call", {"name": "f"}, "function_call"),
     ("prompt_truncate_len", 100, "prompt_truncate_len"),
     ("safe_tokenization", True, "safe_tokenization"),
     ("echo", True, "echo"),

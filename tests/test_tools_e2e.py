@@ -1,0 +1,117 @@
+"""Tool calling end to end on the default model: forced calls always validate; the OpenAI SDK
+agent loop (call, tool result, answer) completes."""
+
+from __future__ import annotations
+
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import jsonschema
+import openai
+import pytest
+
+from tests.conftest import start_server, stop_server
+from tests.schema_corpus.check_corpus import format_checker
+from tests.tool_schemas import ASKS, TOOLS
+
+FORMATS = format_checker(jsonschema.Draft202012Validator)
+BY_NAME = {tool["function"]["name"]: tool for tool in TOOLS}
+
+
+@pytest.fixture(scope="module")
+def server():
+    """Room for 22 tools in the prompt (about 2,000 tokens, prefilled once: every request shares them)."""
+    running = start_server("--ctx-size", "3072", "--parallel", "4")
+    yield running
+    stop_server(running)
+
+
+def ask(server, question: str, **fields) -> dict:
+    body = {"model": server.model, "temperature": 0, "max_tokens": 150, "tools": TOOLS,
+            "messages": [{"role": "user", "content": question}], **fields}
+    response = httpx.post(f"{server.v1}/chat/completions", json=body, timeout=300)
+    assert response.status_code == 200, response.text
+    return response.json()["choices"][0]
+
+
+def valid_call(call: dict, expected: str | None = None) -> None:
+    assert call["type"] == "function" and call["id"]
+    name = call["function"]["name"]
+    assert name in BY_NAME and (expected is None or name == expected)
+    arguments = json.loads(call["function"]["arguments"])
+    jsonschema.validate(arguments, BY_NAME[name]["function"]["parameters"], format_checker=FORMATS)
+
+
+def test_required_and_named_calls_always_validate(server) -> None:
+    assert len(TOOLS) >= 20
+    jobs = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}}, name) for name in ASKS]
+    # one call each: with parallel calls allowed, a 135M model may go on calling until max_tokens
+    jobs += [(ASKS[name], {"tool_choice": "required", "parallel_tool_calls": False}, None) for name in list(ASKS)[:6]]
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda job: (ask(server, job[0], **job[1]), job[2]), jobs))
+    failures = []
+    for choice, expected in answers:
+        try:
+            assert choice["finish_reason"] == "tool_calls", choice
+            assert choice["message"]["tool_calls"], choice
+            for call in choice["message"]["tool_calls"]:
+                valid_call(call, expected)
+        except (AssertionError, ValueError, jsonschema.ValidationError) as error:
+            failures.append(f"{expected}: {str(error)[:300]}")
+    assert not failures, "\n".join(failures)
+
+
+def test_one_call_when_parallel_calls_are_off(server) -> None:
+    choice = ask(server, "Weather in Paris and in Rome?", tool_choice="required", parallel_tool_calls=False)
+    assert len(choice["message"]["tool_calls"]) == 1
+    valid_call(choice["message"]["tool_calls"][0])
+
+
+def test_allowed_tools_restrict_the_call_but_not_the_prompt(server) -> None:
+    choice = ask(server, "What's the weather in Paris?", tool_choice={
+        "type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
+            {"type": "function", "function": {"name": "set_timer"}}]}})
+    valid_call(choice["message"]["tool_calls"][0], "set_timer")
+
+
+def test_streamed_call_deltas_assemble_into_the_call(server) -> None:
+    body = {"model": server.model, "temperature": 0, "max_tokens": 150, "tools": TOOLS, "stream": True,
+            "messages": [{"role": "user", "content": ASKS["get_weather"]}],
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+    calls: dict[int, dict] = {}
+    finish = None
+    with httpx.stream("POST", f"{server.v1}/chat/completions", json=body, timeout=300) as response:
+        for line in response.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            for choice in json.loads(line[6:])["choices"]:
+                finish = choice["finish_reason"] or finish
+                for delta in choice["delta"].get("tool_calls", []):
+                    call = calls.setdefault(delta["index"], {"id": None, "type": None, "function": {
+                        "name": None, "arguments": ""}})
+                    call["id"] = call["id"] or delta.get("id")
+                    call["type"] = call["type"] or delta.get("type")
+                    call["function"]["name"] = call["function"]["name"] or delta["function"].get("name")
+                    call["function"]["arguments"] += delta["function"].get("arguments", "")
+    assert finish == "tool_calls" and list(calls) == [0]
+    valid_call(calls[0], "get_weather")
+    whole = ask(server, ASKS["get_weather"], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    assert whole["message"]["tool_calls"][0]["function"] == calls[0]["function"]
+
+
+def test_openai_sdk_agent_loop(server) -> None:
+    tools = [BY_NAME["get_weather"]]
+    messages: list = [{"role": "user", "content": "What's the weather in Paris?"}]
+    with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
+        first = client.chat.completions.create(model=server.model, messages=messages, tools=tools,
+                                               tool_choice="required", parallel_tool_calls=False,
+                                               temperature=0, max_tokens=100)
+        call = first.choices[0].message.tool_calls[0]
+        assert first.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+        messages.append(first.choices[0].message.model_dump(exclude_none=True))
+        messages.append({"role": "tool", "tool_call_id": call.id, "content": json.dumps({"celsius": 21, "sky": "clear"})})
+        answer = client.chat.completions.create(model=server.model, messages=messages, tools=tools,
+                                                tool_choice="none", temperature=0, max_tokens=60)
+    assert answer.choices[0].finish_reason in ("stop", "length")
+    assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls
