@@ -48,6 +48,7 @@ from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
 from backends.registry import ModelRegistry, ServedModel
 from backends.reasoning_budget import ReasoningBudget
+from grammars.reasoning_prefix import OPTIONAL_ROOT, with_free_text_first
 from grammars.schema_errors import SchemaError
 from templates.chat_format import ChatFormat
 from templates.chat_output import ChatOutput, OutputEvent
@@ -108,13 +109,18 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
 
 def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: ReasoningFirst | None) -> CompiledGrammar:
     """The grammar that makes the answer a call (or calls) of the allowed tools, in the model's own
-    syntax, with arguments valid under each tool's `parameters`."""
+    syntax, with arguments valid under each tool's `parameters` (`auto`: text may come instead,
+    or before the calls)."""
     allowed = [tool for tool in tools.tools if tool["function"]["name"] in tools.allowed]
     try:
         text = chat.tool_syntax.call_grammar(allowed, parallel=tools.parallel)
     except SchemaError as error:
         raise BadRequest(f"tools: {error}", param="tools") from None
-    return compile_grammar(served, text, room, param="tools")
+    if tools.mode == "required":
+        return compile_grammar(served, text, room, param="tools")
+    # auto: text, or text and then calls; once the model writes the opener, the call must be valid
+    text = with_free_text_first(text, opener=chat.tool_syntax.opener)
+    return compile_grammar(served, text, room, param="tools", root=OPTIONAL_ROOT)
 
 
 def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
@@ -277,7 +283,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     wants_grammar = request.response_format is not None and request.response_format.type != "text"
     if shown_tools is not None and wants_grammar:
         raise NotSupportedYet("response_format together with tools")
-    if tools is not None and tools.mode == "required":
+    if tools is not None and tools.mode != "none":
         grammar = await asyncio.to_thread(call_grammar, served, chat, tools, reasoning_first(chat, prompt.text))
     else:
         room = reasoning_first(chat, prompt.text) if wants_grammar else None

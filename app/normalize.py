@@ -271,11 +271,11 @@ def _compile_response_format(response_format: ResponseFormat, served: ServedMode
 
 
 def compile_grammar(served: ServedModel, text: str, reasoning: ReasoningFirst | None, *, param: str,
-                    what: str = "generated grammar") -> CompiledGrammar:
-    """`text` compiled for the model (cached), after room for reasoning when there is some."""
-    root = "root"
+                    what: str = "generated grammar", root: str = "root") -> CompiledGrammar:
+    """`text` (rule `root`) compiled for the model (cached), after room for reasoning when there is some."""
     if reasoning is not None:
-        text, root = with_reasoning_first(text, start=reasoning.start, end=reasoning.end), REASONING_ROOT
+        text = with_reasoning_first(text, start=reasoning.start, end=reasoning.end, inner=root)
+        root = REASONING_ROOT
     try:
         return served.grammars.get(text, root)
     except GrammarError as error:

@@ -13,25 +13,35 @@ from __future__ import annotations
 from grammars.gbnf import GrammarBuilder, char_class, complement, literal, normalize
 
 ROOT = "fireside-root"
+OPTIONAL_ROOT = "fireside-optional"
 _GAP = '[ \\t\\n]{0,4}'  # the model's layout between its reasoning and its answer
 
 
-def with_reasoning_first(grammar: str, *, start: str | None, end: str) -> str:
-    """`grammar` (rule `root`) preceded by a reasoning block: optional when it opens with
+def with_reasoning_first(grammar: str, *, start: str | None, end: str, inner: str = "root") -> str:
+    """`grammar` (rule `inner`) preceded by a reasoning block: optional when it opens with
     `start`, required (already open) when `start` is None. The new root rule is `ROOT`."""
     builder = GrammarBuilder()
-    block = f"{text_without(builder, end)} {literal(end)} {_GAP}"
+    block = f"{text_without(builder, end, hint='fireside-thought')} {literal(end)} {_GAP}"
     if start is not None:
         block = f"( {literal(start)} {block} )?"
-    return grammar.rstrip("\n") + "\n" + builder.render(f"{block} root", root=ROOT)
+    return grammar.rstrip("\n") + "\n" + builder.render(f"{block} {inner}", root=ROOT)
 
 
-def text_without(builder: GrammarBuilder, marker: str) -> str:
+def with_free_text_first(grammar: str, *, opener: str) -> str:
+    """Free text, or free text followed by a sentence of `grammar` (rule `root`), which starts
+    with `opener`: the text before cannot contain the opener, so once the model writes it, the
+    rest must follow the grammar (`tool_choice: auto`). The new root rule is `OPTIONAL_ROOT`."""
+    builder = GrammarBuilder()
+    return grammar.rstrip("\n") + "\n" + builder.render(
+        f"{text_without(builder, opener, hint='fireside-free')} root?", root=OPTIONAL_ROOT)
+
+
+def text_without(builder: GrammarBuilder, marker: str, *, hint: str = "fireside-text") -> str:
     """Any text that does not contain `marker` (a right-linear rule per matched prefix length,
     the transitions of Knuth-Morris-Pratt)."""
     if not marker:
         raise ValueError("empty marker")
-    names = [builder.reserve(f"fireside-text-{i}") for i in range(len(marker))]
+    names = [builder.reserve(f"{hint}-{i}") for i in range(len(marker))]
     for i, name in enumerate(names):
         targets: dict[int, list[int]] = {}
         for char in set(marker):

@@ -115,3 +115,14 @@ def test_openai_sdk_agent_loop(server) -> None:
                                                 tool_choice="none", temperature=0, max_tokens=60)
     assert answer.choices[0].finish_reason in ("stop", "length")
     assert answer.choices[0].message.content and not answer.choices[0].message.tool_calls
+
+
+def test_auto_answers_in_text_or_with_a_valid_call(server) -> None:
+    with ThreadPoolExecutor(4) as pool:
+        answers = list(pool.map(lambda name: ask(server, ASKS[name], parallel_tool_calls=False), list(ASKS)[:8]))
+    for choice in answers:  # the 135M model mostly answers in text; whatever it does holds
+        message = choice["message"]
+        if choice["finish_reason"] == "tool_calls":
+            for call in message["tool_calls"]:
+                valid_call(call)
+        assert "<tool_call>" not in (message["content"] or "")  # an opener is always a (valid) call
