@@ -124,15 +124,16 @@ def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: R
 
 
 def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
-    """Where a `response_format` grammar must leave room for reasoning first (None: nowhere)."""
+    """Where a `response_format` or tool-call grammar must leave room for reasoning first (None: nowhere)."""
     family = chat.family
     if not family.reasons or family.closes_reasoning(prompt):
         return None
-    if isinstance(family, ChannelFamily):
-        # the answer follows a channel header, not just the end of the reasoning
-        raise NotSupportedYet(f"response_format together with {family.name}'s reasoning channels")
+    if isinstance(family, ChannelFamily) and not family.answer_opener:
+        # the answer follows a channel header that this family does not describe
+        raise NotSupportedYet(f"response_format or tools together with {family.name}'s reasoning channels")
     assert family.reasoning_end is not None
-    return ReasoningFirst(None if family.opens_reasoning(prompt) else family.reasoning_start, family.reasoning_end)
+    return ReasoningFirst(None if family.opens_reasoning(prompt) else family.reasoning_start, family.reasoning_end,
+                          family.after_reasoning, family.answer_opener)
 
 
 @dataclass

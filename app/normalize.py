@@ -19,6 +19,7 @@ from app.request_types import ChatCompletionRequest, CompletionRequest, Generati
 from backends.grammar import CompiledGrammar, GrammarError
 from backends.jobs import CacheKeys, SamplingParams
 from backends.registry import ServedModel
+from grammars.gbnf import literal
 from grammars.reasoning_prefix import ROOT as REASONING_ROOT
 from grammars.reasoning_prefix import with_reasoning_first
 from grammars.response_format import ResponseFormatError, response_format_grammar
@@ -233,6 +234,9 @@ def fit_max_tokens(prompt_tokens: int, requested: int | None, default: int | Non
     return min(wanted, room)
 
 
+ANSWER_ROOT = "fireside-answer"
+
+
 @dataclass(frozen=True)
 class ReasoningFirst:
     """The answer's grammar starts after a reasoning block: `start` opens it (None: the prompt
@@ -240,6 +244,8 @@ class ReasoningFirst:
 
     start: str | None
     end: str
+    after: str = ""  # always follows the end marker
+    answer_opener: str = ""  # opens a plain (non-call) answer
 
 
 async def output_grammar(request: GenerationFields, served: ServedModel,
@@ -267,6 +273,9 @@ def _compile_response_format(response_format: ResponseFormat, served: ServedMode
     if text is None:
         return None
     what = "grammar" if response_format.type == "grammar" else "generated grammar"
+    if reasoning is not None and reasoning.answer_opener:
+        text = f"{text.rstrip()}\n{ANSWER_ROOT} ::= {literal(reasoning.answer_opener)} root\n"
+        return compile_grammar(served, text, reasoning, param="response_format", what=what, root=ANSWER_ROOT)
     return compile_grammar(served, text, reasoning, param="response_format", what=what)
 
 
@@ -274,7 +283,7 @@ def compile_grammar(served: ServedModel, text: str, reasoning: ReasoningFirst | 
                     what: str = "generated grammar", root: str = "root") -> CompiledGrammar:
     """`text` (rule `root`) compiled for the model (cached), after room for reasoning when there is some."""
     if reasoning is not None:
-        text = with_reasoning_first(text, start=reasoning.start, end=reasoning.end, inner=root)
+        text = with_reasoning_first(text, start=reasoning.start, end=reasoning.end + reasoning.after, inner=root)
         root = REASONING_ROOT
     try:
         return served.grammars.get(text, root)

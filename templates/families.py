@@ -119,6 +119,11 @@ class ChatFamily:
     """Output starts inside reasoning although the prompt shows no start marker (Apriel 1.5)."""
     special_markers: bool = True
     """Whether the markers are special tokens, which the engine must then render as text for the parser."""
+    # For grammars that leave room for reasoning before a constrained answer.
+    after_reasoning: str = ""
+    """Text that always follows the end marker (harmony's next message header)."""
+    answer_opener: str = ""
+    """Text that opens a plain answer after reasoning (harmony's final channel)."""
 
     def __post_init__(self) -> None:
         if not self.reasons:  # no markers to show: leave the engine's rendering of special tokens alone
@@ -293,6 +298,7 @@ REGISTRY: tuple[ChatFamily, ...] = (
         efforts=STRING_LEVELS, budgets=False, variables=levels("reasoning_effort", {e: e for e in STRING_LEVELS}),
         reasoning_field="thinking", reasoning_start="<|channel|>analysis<|message|>", reasoning_end="<|end|>",
         budget_close="<|end|><|start|>assistant<|channel|>final<|message|>", classify=_harmony_kind,
+        after_reasoning="<|start|>assistant", answer_opener="<|channel|>final<|message|>",
         terminators=("<|end|>", "<|return|>", "<|call|>"), header_starts=("<|start|>", "<|channel|>")),
     ChannelFamily(
         name="muse-glimmer", detect=("to=self", "<|eom|>"), default_effort="high",

@@ -44,3 +44,18 @@ def test_reasoning_may_mention_the_opener() -> None:
     assert accepts(grammar, ROOT, "<think>maybe a <tool_call> here</think>\n" + CALL)
     assert accepts(grammar, ROOT, "<think>no call needed</think>\nIt is sunny.")
     assert not accepts(grammar, ROOT, "<think>hm</think>\n<tool_call> oops")
+
+
+def test_harmony_answer_after_optional_analysis() -> None:
+    from grammars.json_schema import schema_to_gbnf
+
+    person = schema_to_gbnf({"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"],
+                             "additionalProperties": False})
+    answer = person + 'fireside-answer ::= "<|channel|>final<|message|>" root\n'
+    grammar = with_reasoning_first(answer, start="<|channel|>analysis<|message|>", end="<|end|><|start|>assistant",
+                                   inner="fireside-answer")
+    final = '<|channel|>final<|message|>{"name":"Ann"}'
+    assert accepts(grammar, ROOT, "<|channel|>analysis<|message|>Think.<|end|><|start|>assistant" + final)
+    assert accepts(grammar, ROOT, final)
+    assert not accepts(grammar, ROOT, "<|channel|>final<|message|>Ann")
+    assert not accepts(grammar, ROOT, '<|channel|>analysis<|message|>Think.<|end|>{"name":"Ann"}')

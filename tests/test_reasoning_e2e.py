@@ -146,7 +146,12 @@ def test_structured_answer_where_reasoning_is_optional(reasoning_server) -> None
         assert json.loads(choice["message"]["content"]).keys() == {"name"}
 
 
-def test_structured_output_with_reasoning_channels_is_not_supported_yet(reasoning_server) -> None:
-    response = chat(reasoning_server, "gpt-oss", response_format=AS_JSON)
-    assert response.status_code == 400
-    assert response.json()["error"]["message"].startswith("not supported yet: response_format together with")
+def test_forced_tool_call_in_gpt_oss_commentary_channel(reasoning_server) -> None:
+    tool = {"type": "function", "function": {"name": "get_weather", "description": "Weather now", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+        "additionalProperties": False}}}
+    choice = chat(reasoning_server, "gpt-oss", tools=[tool], tool_choice="required", parallel_tool_calls=False,
+                  max_tokens=80, messages=[{"role": "user", "content": "Weather in Paris?"}]).json()["choices"][0]
+    assert choice["finish_reason"] == "tool_calls", choice
+    [call] = choice["message"]["tool_calls"]
+    assert call["function"]["name"] == "get_weather" and json.loads(call["function"]["arguments"]).keys() == {"city"}
