@@ -11,7 +11,6 @@ from templates.chat_template import ChatTemplate
 from templates.families import ChatFamily, family_for
 from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest
 from templates.chat_output import ChatOutput
-from templates.reasoning_parser import ReasoningParser
 from templates.tool_calls import ToolSyntax, tool_syntax_for
 
 NO_REASONING_CONTROLS = ReasoningRequest(effort=None, budget_tokens=None, history=None, budget_end=None)
@@ -52,10 +51,6 @@ class ChatFormat:
         bridge = DEFAULT_BUDGET_END if reasoning.budget_end is None else reasoning.budget_end
         start = None if family.opens_reasoning(prompt) else family.reasoning_start
         return start, family.reasoning_end, bridge + family.budget_close
-
-    def parser(self, prompt: str) -> ReasoningParser:
-        """A fresh reasoning parser for one choice generated after `prompt`."""
-        return self.family.parser(prompt)
 
     def output(self, prompt: str, tool_names: set[str] | None = None) -> ChatOutput:
         """A fresh parser of one choice's whole output: reasoning, content and, when the request
