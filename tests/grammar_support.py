@@ -20,10 +20,10 @@ def _cache() -> GrammarCache:
     return GrammarCache(_model().vocab, capacity=4096)
 
 
-def accepts(grammar: str, text: str) -> bool:
-    """Whether `text`, and nothing more, is a sentence of `grammar` (rule `root`)."""
+def accepts(grammar: str, text: str, root: str = "root") -> bool:
+    """Whether `text`, and nothing more, is a sentence of `grammar` (starting at rule `root`)."""
     model = _model()
-    state = _cache().get(grammar).start()
+    state = _cache().get(grammar, root).start()
     try:
         for token in model.tokenize(text, add_special=False, parse_special=False):
             if not state.allows(token):

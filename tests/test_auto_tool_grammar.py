@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-from grammars.reasoning_prefix import OPTIONAL_ROOT, ROOT, with_free_text_first, with_reasoning_first
+from grammars.reasoning_prefix import (
+    OPTIONAL_ROOT,
+    ROOT,
+    with_free_text_first,
+    with_reasoning_first,
+)
 from templates.tool_calls import tool_syntax_for
-from tests.grammar_support import _cache, _model
+from tests.grammar_support import accepts as grammar_accepts
 from tests.tool_schemas import TOOLS
 
 
 def accepts(grammar: str, root: str, text: str) -> bool:
-    model = _model()
-    state = _cache().get(grammar, root).start()
-    try:
-        for token in model.tokenize(text, add_special=False, parse_special=False):
-            if not state.allows(token):
-                return False
-            state.accept(token)
-        return state.allows(model.eos_token_id)
-    finally:
-        state.close()
+    return grammar_accepts(grammar, text, root)
 
 
 HERMES = tool_syntax_for("no tools here")

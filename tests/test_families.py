@@ -12,13 +12,23 @@ import pytest
 
 from app.request_types import ThinkingConfig
 from templates.chat_template import ChatTemplate, TemplateRenderError
-from templates.families import GENERIC, REGISTRY, ChatFamily, family_for, family_named, strip_reasoning
-from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.families import (
+    GENERIC,
+    REGISTRY,
+    ChatFamily,
+    family_for,
+    family_named,
+    strip_reasoning,
+)
+from templates.reasoning import (
+    DEFAULT_BUDGET_END,
+    ReasoningError,
+    ReasoningRequest,
+    normalize_reasoning,
+)
 from templates.reasoning_parser import ReasoningParser
+from tests.conftest import FIXTURES
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures/chat-templates")
 OUTPUTS = Path(__file__).parent / "reasoning_outputs"
 
 FIXTURE_FAMILIES = {

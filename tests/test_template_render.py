@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import copy
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from templates.chat_template import CHATML_TEMPLATE, ChatTemplate, TemplateRenderError
+from tests.conftest import FIXTURES as FIXTURES_DIR
 
-FIXTURE_DIR = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
+FIXTURE_DIR = FIXTURES_DIR
 FIXTURES = sorted(path.stem for path in FIXTURE_DIR.glob("*.jinja"))
 
 TOOLS = [

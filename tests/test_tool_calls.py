@@ -22,11 +22,9 @@ from templates.tool_calls import (
     tool_syntax_for,
     tool_syntax_named,
 )
+from tests.conftest import FIXTURES
 from tests.grammar_support import accepts, compiles
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
-if not FIXTURES.is_dir():
-    FIXTURES = Path("/work/shared/fixtures/chat-templates")
 OUTPUTS = Path(__file__).parent / "tool_call_outputs"
 
 FIXTURE_SYNTAXES = {
