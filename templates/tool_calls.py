@@ -873,15 +873,20 @@ def _xml_param(g: _Grammar, before: str, middle: str, close: str, *, newlines: b
 
     def param(key: str | None, schema: Any) -> str:
         name = _KEY if key is None else literal(key)
-        enum = _string_enum(schema)
-        if key is None or _is_text(schema) or schema is True:
-            value = g.text(close)
-        elif enum is not None:
-            value = "( " + " | ".join(literal(v) for v in enum) + " )"
-        else:
-            value = g.json(schema)
+        _, value = _value(g, key, schema, close, any_as_text=True)
         return " ".join(p for p in (literal(before), name, middle, nl, value, nl, literal(close), after) if p)
     return param
+
+
+def _value(g: _Grammar, key: str | None, schema: Any, close: str, *, any_as_text: bool = False) -> tuple[str, str]:
+    """One parameter's value: ("text", raw text up to `close`) for strings and unknown keys,
+    ("enum", the alternatives) for string enums, ("json", JSON by the schema) otherwise."""
+    if key is None or _is_text(schema) or (any_as_text and schema is True):
+        return "text", g.text(close)
+    enum = _string_enum(schema)
+    if enum is not None:
+        return "enum", "( " + " | ".join(literal(v) for v in enum) + " )"
+    return "json", g.json(schema)
 
 
 # ---- syntaxes -----------------------------------------------------------------------------------
@@ -1176,18 +1181,14 @@ DEEPSEEK_V31 = _deepseek("deepseek-v3.1", "v3.1", lambda src: "tool▁sep" in sr
 
 def _dsml_grammar(g: _Grammar, functions: list[Function], parallel: bool, variant: str) -> str:
     block = variant or "tool_calls"
-    text = g.text("</｜DSML｜parameter>")
 
     def param(key: str | None, schema: Any) -> str:
         name = _KEY if key is None else literal(key)
         head = f'"<｜DSML｜parameter name=\\"" {name} "\\" string=\\""'
         close = '"</｜DSML｜parameter>" "\\n"?'
-        if key is None or _is_text(schema):
-            return f'{head} "true\\">" {text} {close}'
-        enum = _string_enum(schema)
-        if enum is not None:
-            return f'{head} "true\\">" ( {" | ".join(literal(v) for v in enum)} ) {close}'
-        return f'{head} "false\\">" {g.json(schema)} {close}'
+        kind, value = _value(g, key, schema, "</｜DSML｜parameter>")
+        string = '"false\\">"' if kind == "json" else '"true\\">"'
+        return f"{head} {string} {value} {close}"
 
     calls = [f'"<｜DSML｜invoke name=\\"" {literal(f.name)} "\\">" "\\n"? {_params(f, param)} "\\n"? '
              '"</｜DSML｜invoke>"' for f in functions]
@@ -1269,20 +1270,16 @@ KIMI_K2 = BlockSyntax(
 
 
 def _kimi_k3_grammar(g: _Grammar, functions: list[Function], parallel: bool, variant: str) -> str:
-    text = g.text("<|close|>argument<|sep|>")
-
     def param(key: str | None, schema: Any) -> str:
         name = _KEY if key is None else literal(key)
         head = f'"<|open|>argument key=\\"" {name} "\\" type=\\""'
         close = '"<|close|>argument<|sep|>"'
-        if key is None or _is_text(schema):
-            return f'{head} "string\\"<|sep|>" {text} {close}'
-        enum = _string_enum(schema)
-        if enum is not None:
-            return f'{head} "string\\"<|sep|>" ( {" | ".join(literal(v) for v in enum)} ) {close}'
+        kind, value = _value(g, key, schema, "<|close|>argument<|sep|>")
+        if kind != "json":
+            return f'{head} "string\\"<|sep|>" {value} {close}'
         types = _types(schema) - {"integer"} | ({"number"} if "integer" in _types(schema) else set())
-        kind = literal(next(iter(types))) if len(types) == 1 else "[a-z]+"
-        return f'{head} {kind} "\\"<|sep|>" {g.json(schema)} {close}'
+        type_name = literal(next(iter(types))) if len(types) == 1 else "[a-z]+"
+        return f'{head} {type_name} "\\"<|sep|>" {value} {close}'
 
     calls = [f'"<|open|>call tool=\\"" {literal(f.name)} "\\" index=\\"" [0-9]+ "\\"<|sep|>" {_params(f, param)} '
              '"<|close|>call<|sep|>"' for f in functions]
