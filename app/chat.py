@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
 from litestar.response import Response, Stream
 from litestar.types import Receive
+from msgspec import UNSET, UnsetType
 
 from app.errors import BadRequest, NotSupportedYet
 from app.generation import collect, new_id, now, resolve_model, sse_response, submit
 from app.normalize import (
     ReasoningFirst,
     cache_keys,
-    compile_grammar,
     check_meaning,
+    compile_grammar,
     decode_request,
     fit_max_tokens,
     include_usage,
@@ -29,31 +28,31 @@ from app.normalize import (
     stop_sequences,
 )
 from app.request_types import ChatCompletionRequest, ChatMessage
-from app.tools import ToolPlan, tool_plan
 from app.response_types import (
     AssistantMessage,
-    FunctionCall,
-    FunctionCallDelta,
-    ToolCallDelta,
-    ToolCallOut,
     ChatChoice,
     ChatCompletionResponse,
     ChatCompletionStreamResponse,
     ChatStreamChoice,
     DeltaMessage,
+    FunctionCall,
+    FunctionCallDelta,
+    ToolCallDelta,
+    ToolCallOut,
     UsageInfo,
 )
+from app.tools import ToolPlan, tool_plan
 from backends.grammar import CompiledGrammar
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
-from backends.registry import ModelRegistry, ServedModel
 from backends.reasoning_budget import ReasoningBudget
+from backends.registry import ModelRegistry, ServedModel
 from grammars.reasoning_prefix import OPTIONAL_ROOT, with_free_text_first
 from grammars.schema_errors import SchemaError
 from templates.chat_format import ChatFormat
 from templates.chat_output import ChatOutput, OutputEvent
-from templates.families import ChannelFamily
 from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
+from templates.families import ChannelFamily
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -143,26 +142,6 @@ class ChatPrompt:
     reasoning_budget: ReasoningBudget | None
 
 
-def nine_character_ids(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Mistral's templates refuse tool-call ids that are not 9 letters or digits: map each id
-    to such a one, the same for a call and its result."""
-
-    def short(call_id: Any) -> Any:
-        if not isinstance(call_id, str) or (len(call_id) == 9 and call_id.isalnum()):
-            return call_id
-        return hashlib.sha256(call_id.encode()).hexdigest()[:9]
-
-    result = []
-    for message in messages:
-        message = dict(message)
-        if message.get("tool_calls"):
-            message["tool_calls"] = [{**call, "id": short(call.get("id"))} for call in message["tool_calls"]]
-        if message.get("tool_call_id") is not None:
-            message["tool_call_id"] = short(message["tool_call_id"])
-        result.append(message)
-    return result
-
-
 def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
     try:
         return normalize_reasoning(request.reasoning_effort, request.thinking, request.reasoning_history)
@@ -170,15 +149,10 @@ def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
         raise BadRequest(str(error), param=error.param) from None
 
 
-def chat_prompt(served: ServedModel, messages: list[ChatMessage], reasoning: ReasoningRequest,
+def chat_prompt(model: LlamaModel, chat: ChatFormat, messages: list[ChatMessage], reasoning: ReasoningRequest,
                 tools: list[dict[str, Any]] | None = None) -> ChatPrompt:
-    model: LlamaModel = served.model
-    chat = chat_format(served)
-    rendered = template_messages(messages)
-    if chat.tool_syntax.name.startswith("mistral"):
-        rendered = nine_character_ids(rendered)
     try:
-        text = chat.render(rendered, reasoning, tools=tools)
+        text = chat.render(template_messages(messages), reasoning, tools=tools)
     except ReasoningError as error:
         raise BadRequest(str(error), param=error.param) from None
     except TemplateRenderError as error:
@@ -274,13 +248,13 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     assert request.messages is not None  # prompt_token_ids is refused above until supported
     tools = tool_plan(request)
     shown_tools = tools.tools if tools is not None and tools.mode != "none" else None
-    prompt = chat_prompt(served, request.messages, reasoning_controls(request), shown_tools)
+    chat = chat_format(served)
+    prompt = chat_prompt(served.model, chat, request.messages, reasoning_controls(request), shown_tools)
     tokens = prompt.tokens
     max_tokens = fit_max_tokens(
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
         request.context_length_exceeded_behavior,
     )
-    chat = chat_format(served)
     wants_grammar = request.response_format is not None and request.response_format.type != "text"
     if shown_tools is not None and wants_grammar:
         raise NotSupportedYet("response_format together with tools")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from templates.chat_output import ChatOutput
 from templates.chat_template import ChatTemplate
 from templates.families import ChatFamily, family_for
 from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest
-from templates.chat_output import ChatOutput
 from templates.tool_calls import ToolSyntax, tool_syntax_for
 
 NO_REASONING_CONTROLS = ReasoningRequest(effort=None, budget_tokens=None, history=None, budget_end=None)
@@ -32,7 +32,7 @@ class ChatFormat:
             raise ReasoningError(
                 f"this model's chat template has no reasoning to control: {reasoning.param} "
                 f"{_shown(reasoning)} cannot be honoured", reasoning.param)
-        messages, variables = self.family.prepare(messages, reasoning)
+        messages, variables = self.family.prepare(self.tool_syntax.history(messages), reasoning)
         if tools:
             if self.renders_tools:
                 variables["tools"] = tools

@@ -31,6 +31,7 @@ by the property's schema otherwise, the required properties always and in the sc
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import math
 import re
@@ -828,6 +829,21 @@ def _types(schema: Any) -> set[str]:
     return {kind} if isinstance(kind, str) else set(kind) if isinstance(kind, list) else set()
 
 
+def _short_id(call_id: Any, length: int) -> Any:
+    if not isinstance(call_id, str) or (len(call_id) == length and call_id.isalnum()):
+        return call_id
+    return hashlib.sha256(call_id.encode()).hexdigest()[:length]
+
+
+def _with_short_ids(message: dict[str, Any], length: int) -> dict[str, Any]:
+    message = dict(message)
+    if message.get("tool_calls"):
+        message["tool_calls"] = [{**call, "id": _short_id(call.get("id"), length)} for call in message["tool_calls"]]
+    if message.get("tool_call_id") is not None:
+        message["tool_call_id"] = _short_id(message["tool_call_id"], length)
+    return message
+
+
 def _string_enum(schema: Any) -> list[str] | None:
     if isinstance(schema, dict) and ("enum" in schema or "const" in schema):
         values = schema.get("enum", [schema.get("const")])
@@ -910,6 +926,8 @@ class ToolSyntax:
     variant: str = ""
     """A detail of the syntax that varies between templates of one family (set by `adapt`)."""
     adapt: Callable[[str], str] | None = None
+    call_id_length: int | None = None
+    """The length of letters and digits the template requires of tool-call ids (Mistral: 9)."""
 
     def parser(self, tool_names: Iterable[str]) -> ToolCallParser:
         return ToolCallParser(self, tool_names)
@@ -919,6 +937,13 @@ class ToolSyntax:
         arguments valid under the tool's `parameters` schema (`SchemaError` if one cannot be expressed)."""
         g = _Grammar()
         return g.render(self.grammar(g, _functions(tools), parallel, self.variant))
+
+    def history(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Past calls as this syntax's templates accept them: ids of `call_id_length` letters or
+        digits where required, the same for a call and its result (the caller's data untouched)."""
+        if self.call_id_length is None:
+            return messages
+        return [_with_short_ids(message, self.call_id_length) for message in messages]
 
     def for_template(self, template_source: str) -> ToolSyntax:
         return replace(self, variant=self.adapt(template_source)) if self.adapt else self
@@ -1115,12 +1140,12 @@ _MISTRAL_PATTERN = Seq(L("[TOOL_CALLS]"), W(), Alt(
 MISTRAL = BlockSyntax(
     name="mistral", opener="[TOOL_CALLS]", openers=("[TOOL_CALLS]",),
     detect=lambda src: "[TOOL_CALLS]" in src and "[ARGS]" in src, grammar=_mistral_grammar,
-    adapt=lambda src: "call-id" if "[CALL_ID]" in src else "",
+    adapt=lambda src: "call-id" if "[CALL_ID]" in src else "", call_id_length=9,
     pattern=_MISTRAL_PATTERN, build=_mistral_build)
 
 MISTRAL_JSON = BlockSyntax(
     name="mistral-json", opener="[TOOL_CALLS]", openers=("[TOOL_CALLS]",),
-    detect=lambda src: "[TOOL_CALLS]" in src, grammar=_mistral_json_grammar,
+    detect=lambda src: "[TOOL_CALLS]" in src, grammar=_mistral_json_grammar, call_id_length=9,
     pattern=_MISTRAL_PATTERN, build=_mistral_build)
 
 

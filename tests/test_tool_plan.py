@@ -70,13 +70,13 @@ def test_contradictions_are_400(fields, words) -> None:
 
 
 def test_mistral_ids_are_nine_characters_and_pair_up() -> None:
-    from app.chat import nine_character_ids
+    from templates.tool_calls import tool_syntax_named
 
     messages = [{"role": "assistant", "content": "", "tool_calls": [{"id": "call_abc123xyz", "type": "function",
                                                                       "function": {"name": "f", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "call_abc123xyz", "content": "1"},
                 {"role": "tool", "tool_call_id": "abcDEF123", "content": "2"}]
-    short = nine_character_ids(messages)
+    short = tool_syntax_named("mistral").history(messages)
     call_id = short[0]["tool_calls"][0]["id"]
     assert len(call_id) == 9 and call_id.isalnum() and short[1]["tool_call_id"] == call_id
     assert short[2]["tool_call_id"] == "abcDEF123"
