@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,22 +12,41 @@ from litestar.response import Response, Stream
 from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
+from app.chat_formats import chat_format
+from app.choice_extras import ChoiceExtras, RequestLog
 from app.errors import BadRequest, NotSupportedYet
-from app.generation import collect, new_id, now, resolve_model, sse_response, submit
+from app.generation import (
+    StreamOptions,
+    UsageCounter,
+    collect,
+    new_id,
+    now,
+    resolve_model,
+    sse_response,
+    submit,
+)
+from app.logprobs import Entry
 from app.normalize import (
+    ECHO_ALL,
+    NO_IMAGES,
     ReasoningFirst,
     cache_keys,
     check_meaning,
+    check_token_ids,
     compile_grammar,
     decode_request,
+    draft_tokens,
     fit_max_tokens,
     include_usage,
     output_grammar,
-    reject_unsupported,
+    output_options,
     requested_max_tokens,
     sampling_params,
     stop_sequences,
+    stream_buffer,
 )
+from app.perf_metrics import RequestClock
+from app.reasoning_controls import prompt_reasoning_budget, reasoning_controls
 from app.request_types import ChatCompletionRequest, ChatMessage
 from app.response_types import (
     AssistantMessage,
@@ -37,10 +57,13 @@ from app.response_types import (
     DeltaMessage,
     FunctionCall,
     FunctionCallDelta,
+    InternalContent,
     ToolCallDelta,
     ToolCallOut,
     UsageInfo,
 )
+from app.settings import ApiSettings
+from app.stream_buffer import Piece
 from app.tools import ToolPlan, tool_plan
 from backends.grammar import CompiledGrammar
 from backends.jobs import GenerationJob, PromptSpec
@@ -51,27 +74,16 @@ from grammars.reasoning_prefix import OPTIONAL_ROOT, with_free_text_first
 from grammars.schema_errors import SchemaError
 from templates.chat_format import ChatFormat
 from templates.chat_output import ChatOutput, OutputEvent
-from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
+from templates.chat_template import TemplateRenderError
 from templates.families import ChannelFamily
-from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.prompt_fragments import fragment_tokens, special_vocab
+from templates.reasoning import ReasoningError, ReasoningRequest
+from templates.safe_prompt import RenderedPrompt, SafeTokenizationError, prompt_from_render
+from templates.truncation import Truncation, truncate_conversation
+
+log = logging.getLogger("fireside.chat")
 
 ROLES = ("system", "developer", "user", "assistant", "tool")
-
-_formats: dict[str, ChatFormat] = {}
-
-
-def chat_format(served: ServedModel) -> ChatFormat:
-    """The model's chat format: `--chat-template`, else the GGUF's own template (ChatML when it
-    has none), with its family; built once per model."""
-    chat = _formats.get(served.id)
-    if chat is None:
-        model = served.model
-        bos = model.token_text(model.bos_token_id) if model.bos_token_id >= 0 else ""
-        eos = model.token_text(model.eos_token_id) if model.eos_token_id >= 0 else ""
-        source = served.chat_template or model.chat_template() or CHATML_TEMPLATE
-        chat = _formats[served.id] = ChatFormat(source, bos_token=bos, eos_token=eos)
-    return chat
-
 
 def _content_text(message: ChatMessage, index: int) -> str | None:
     content = message.content
@@ -84,7 +96,7 @@ def _content_text(message: ChatMessage, index: int) -> str | None:
                 raise BadRequest(f"messages[{index}].content[{j}] is a text part without text", param="messages")
             texts.append(part.text)
         elif part.type in ("image_url", "video_url"):
-            raise NotSupportedYet(f"messages[{index}].content[{j}].{part.type}")
+            raise BadRequest(f"{NO_IMAGES}: messages[{index}].content[{j}] is {part.type}", param="messages")
         else:
             raise BadRequest(f"messages[{index}].content[{j}] has unknown type {part.type!r}", param="messages")
     return "\n".join(texts)  # text parts joined as vLLM joins them for string-content templates
@@ -137,39 +149,62 @@ def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
 
 @dataclass
 class ChatPrompt:
-    text: str
+    text: str  # as the model sees it (the rendered template, or the given token ids as text)
     tokens: list[int]
+    fragments: list[str | int]  # markup tokens and plain text (`raw_output.prompt_fragments`)
     reasoning_budget: ReasoningBudget | None
+    truncation: Truncation | None = None
 
 
-def reasoning_controls(request: ChatCompletionRequest) -> ReasoningRequest:
-    try:
-        return normalize_reasoning(request.reasoning_effort, request.thinking, request.reasoning_history)
-    except ReasoningError as error:
-        raise BadRequest(str(error), param=error.param) from None
+def _render(chat: ChatFormat, reasoning: ReasoningRequest):  # noqa: ANN202
+    def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
+        try:
+            return chat.render(messages, reasoning, tools=tools)
+        except ReasoningError as error:
+            raise BadRequest(str(error), param=error.param) from None
+        except TemplateRenderError as error:
+            raise BadRequest(str(error), param="messages", code="chat_template_error") from None
+    return render
 
 
 def chat_prompt(model: LlamaModel, chat: ChatFormat, messages: list[ChatMessage], reasoning: ReasoningRequest,
-                tools: list[dict[str, Any]] | None = None) -> ChatPrompt:
-    try:
-        text = chat.render(template_messages(messages), reasoning, tools=tools)
-    except ReasoningError as error:
-        raise BadRequest(str(error), param=error.param) from None
-    except TemplateRenderError as error:
-        raise BadRequest(str(error), param="messages", code="chat_template_error") from None
-    # Templates usually write the BOS token themselves; do not add a second one.
-    add_special = model.add_bos
-    bos = chat.template.bos_token
-    tokens = model.tokenize(text[len(bos):] if add_special and bos and text.startswith(bos) else text,
-                            add_special=add_special, parse_special=True)
-    budget = None
-    capped = chat.reasoning_budget(text, reasoning)
-    if capped is not None:
-        start, end, closing = capped
-        assert reasoning.budget_tokens is not None
-        budget = ReasoningBudget(reasoning.budget_tokens, start, end,
-                                 tuple(model.tokenize(closing, add_special=False, parse_special=True)))
-    return ChatPrompt(text, tokens, budget)
+                tools: list[dict[str, Any]] | None = None, *, safe: bool | None = None,
+                truncate_to: int | None = None) -> ChatPrompt:
+    """The rendered, tokenized prompt. `safe` (`safe_tokenization`): True: user text never makes
+    special tokens, or 400 when the template hides it; None: the same where it can apply; False:
+    special-token text is a special token wherever it is. `truncate_to`: `prompt_truncate_len`."""
+    render = _render(chat, reasoning)
+    vocab = special_vocab(model)
+    conversation = template_messages(messages)
+
+    def build(conversation: list[dict[str, Any]]) -> RenderedPrompt:
+        if safe is False:
+            return prompt_from_render(render, conversation, tools, vocab, safe=False)
+        try:
+            return prompt_from_render(render, conversation, tools, vocab, safe=True)
+        except SafeTokenizationError as error:
+            if safe:
+                raise BadRequest(f"safe_tokenization: {error}", param="safe_tokenization") from None
+            return prompt_from_render(render, conversation, tools, vocab, safe=False)
+
+    truncation = None
+    if truncate_to is not None:
+        truncation = truncate_conversation(conversation, lambda c: len(fragment_tokens(model, build(c).fragments)),
+                                           truncate_to, model)
+        conversation = truncation.messages
+    rendered = build(conversation)
+    return ChatPrompt(rendered.text, fragment_tokens(model, rendered.fragments), rendered.fragments,
+                      prompt_reasoning_budget(model, chat, rendered.text, reasoning), truncation)
+
+
+def token_prompt(model: LlamaModel, chat: ChatFormat, tokens: list[int], reasoning: ReasoningRequest) -> ChatPrompt:
+    """`prompt_token_ids`: the prompt as given, no template; its text only tells the output parser
+    where the prompt left off (inside a reasoning block, say)."""
+    check_token_ids(tokens, model.n_vocab, "prompt_token_ids")
+    if not tokens:
+        raise BadRequest("prompt_token_ids must not be empty", param="prompt_token_ids")
+    text = model.detokenize(tokens, special=True)
+    return ChatPrompt(text, list(tokens), list(tokens), prompt_reasoning_budget(model, chat, text, reasoning))
 
 
 def _delta(event: OutputEvent) -> DeltaMessage:
@@ -192,20 +227,31 @@ class ChatStreamShape:
     id: str
     created: int
     model: str
-    choice_count: int
     chat: ChatFormat
     prompt: str
     tool_names: set[str] | None
+    extras: ChoiceExtras
+    echoes: list[str] | None
     outputs: dict[int, ChatOutput] = field(default_factory=dict)
 
-    def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET) -> ChatCompletionStreamResponse:
-        return ChatCompletionStreamResponse(self.id, self.created, self.model, choices, usage)
+    def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET, *,
+               perf: dict[str, object] | UnsetType = UNSET,
+               prompt_ids: list[int] | UnsetType = UNSET) -> ChatCompletionStreamResponse:
+        return ChatCompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf,
+                                            prompt_token_ids=prompt_ids)
 
     def opening(self) -> list[ChatCompletionStreamResponse]:
-        return [
-            self._chunk([ChatStreamChoice(i, DeltaMessage(role="assistant", content=""), None, None)])
-            for i in range(self.choice_count)
-        ]
+        chunks = []
+        for i in range(self.extras.choice_count):
+            echo = self.echoes[i] if self.echoes and not self.extras.scores_prompt else ""
+            opening = ChatStreamChoice(i, DeltaMessage(role="assistant", content=echo), None, None)
+            chunks.append(self._chunk([opening], prompt_ids=self.extras.prompt_ids(i)))
+        return chunks
+
+    def prompt_scored(self, choice: int, entries: list[Entry]) -> list[ChatCompletionStreamResponse]:
+        echo = self.echoes[choice] if self.echoes else ""
+        logprobs = self.extras.prompt_logprobs(choice, entries)
+        return [self._chunk([ChatStreamChoice(choice, DeltaMessage(content=echo), None, logprobs)])]
 
     def _output(self, choice: int) -> ChatOutput:
         output = self.outputs.get(choice)
@@ -216,13 +262,32 @@ class ChatStreamShape:
     def _deltas(self, choice: int, events: list[OutputEvent]) -> list[ChatCompletionStreamResponse]:
         return [self._chunk([ChatStreamChoice(choice, _delta(event), None, None)]) for event in events]
 
-    def text(self, choice: int, text: str) -> list[ChatCompletionStreamResponse]:
-        return self._deltas(choice, self._output(choice).feed(text))
+    def piece(self, choice: int, piece: Piece) -> list[ChatCompletionStreamResponse]:
+        chunks = self._deltas(choice, self._output(choice).feed(piece.text))
+        extras = self.extras
+        if not extras.per_token or not piece.tokens:
+            return chunks
+        # The piece's tokens ride on its first chunk (an empty delta while the parser holds text).
+        extras.observe(choice, piece)
+        if not chunks:
+            chunks = [self._chunk([ChatStreamChoice(choice, DeltaMessage(), None, None)])]
+        first = chunks[0].choices[0]
+        first.logprobs = extras.logprobs(choice, piece.logprobs)
+        first.token_ids = extras.token_ids(piece.tokens)
+        if extras.options.internal_content:
+            first.delta.internal_content = InternalContent(token_id=piece.tokens)
+        return chunks
 
-    def finished(self, choice: int, reason: str) -> list[ChatCompletionStreamResponse]:
+    def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[ChatCompletionStreamResponse]:
         output = self._output(choice)
         rest = self._deltas(choice, output.finish())
-        return [*rest, self._chunk([ChatStreamChoice(choice, DeltaMessage(), _finish_reason(reason, output), None)])]
+        final = ChatStreamChoice(choice, DeltaMessage(), _finish_reason(reason, output), None,
+                                 raw_output=self.extras.stream_raw_output(choice))
+        perf: dict[str, object] | UnsetType = UNSET
+        if last:
+            perf = self.extras.stream_perf(counter)
+            self.extras.log_request(self.id, counter)
+        return [*rest, self._chunk([final], perf=perf)]
 
     def usage(self, usage: UsageInfo) -> ChatCompletionStreamResponse:
         return self._chunk([], usage)
@@ -240,16 +305,48 @@ def _message(chat: ChatFormat, prompt: str, text: str, tool_names: set[str] | No
     return message, output
 
 
-async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: Receive) -> Response | Stream:
+def _safe_tokenization(request: ChatCompletionRequest) -> bool | None:
+    if request.prompt_token_ids is not None:
+        if request.safe_tokenization:
+            raise BadRequest("safe_tokenization cannot apply to prompt_token_ids: there is no text to tokenize",
+                             param="safe_tokenization")
+        if request.prompt_truncate_len is not None:
+            raise BadRequest("prompt_truncate_len evicts messages; it cannot apply to prompt_token_ids",
+                             param="prompt_truncate_len")
+    if request.prompt_truncate_len is not None and request.prompt_truncate_len < 1:
+        raise BadRequest(f"prompt_truncate_len must be 1 or more, got {request.prompt_truncate_len}",
+                         param="prompt_truncate_len")
+    return request.safe_tokenization
+
+
+def _echo_text(prompt: ChatPrompt, echo: int, model: LlamaModel) -> str:
+    if echo == ECHO_ALL or echo >= len(prompt.tokens):
+        return prompt.text
+    return model.detokenize(prompt.tokens[len(prompt.tokens) - echo:]) if echo else ""
+
+
+async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings, body: bytes,
+                                 receive: Receive) -> Response | Stream:
+    clock = RequestClock()
     request = decode_request(body, ChatCompletionRequest)
     check_meaning(request)
-    reject_unsupported(request)
     served = resolve_model(registry, request.model)
-    assert request.messages is not None  # prompt_token_ids is refused above until supported
+    model = served.model
+    options = output_options(request, settings.max_logprobs)
+    safe = _safe_tokenization(request)
     tools = tool_plan(request)
     shown_tools = tools.tools if tools is not None and tools.mode != "none" else None
     chat = chat_format(served)
-    prompt = chat_prompt(served.model, chat, request.messages, reasoning_controls(request), shown_tools)
+    reasoning = reasoning_controls(request)
+    if request.prompt_token_ids is not None:
+        prompt = token_prompt(model, chat, request.prompt_token_ids, reasoning)
+    else:
+        assert request.messages is not None
+        prompt = await asyncio.to_thread(chat_prompt, model, chat, request.messages, reasoning, shown_tools,
+                                         safe=safe, truncate_to=request.prompt_truncate_len)
+        if prompt.truncation is not None and prompt.truncation.changed:
+            log.info("prompt_truncate_len %d: left out %d messages, cut %d tokens of the system prompt",
+                     request.prompt_truncate_len, prompt.truncation.evicted, prompt.truncation.system_tokens_cut)
     tokens = prompt.tokens
     max_tokens = fit_max_tokens(
         len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
@@ -257,7 +354,8 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     )
     wants_grammar = request.response_format is not None and request.response_format.type != "text"
     if shown_tools is not None and wants_grammar:
-        raise NotSupportedYet("response_format together with tools")
+        raise BadRequest("response_format together with tools: give one of them (a tool's parameters schema "
+                         "shapes its arguments)", param="response_format")
     if tools is not None and tools.mode != "none":
         grammar = await asyncio.to_thread(call_grammar, served, chat, tools, reasoning_first(chat, prompt.text))
     else:
@@ -266,7 +364,7 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,
-        sampling=sampling_params(request, served.model.n_vocab),
+        sampling=sampling_params(request, model.n_vocab),
         stop=stop_sequences(request),
         cache=cache_keys(request),
         stream=bool(request.stream),
@@ -274,16 +372,34 @@ async def create_chat_completion(registry: ModelRegistry, body: bytes, receive: 
         # tool-call markup is often made of special tokens: the parser must see it as text
         special_text=chat.family.special_markers or shown_tools is not None,
         reasoning_budget=prompt.reasoning_budget,
+        logprobs=options.logprobs,
+        draft=draft_tokens(request, model),
+        priority=request.service_tier == "priority",
     )
+    echoes = None
+    if options.echo is not None:
+        echoes = [_echo_text(prompt, options.echo, model)] * job.choice_count
+    extras = ChoiceExtras.for_job(options, served, job, clock, request_log=RequestLog(request.metadata, request.user),
+                                  fragments=[prompt.fragments],
+                                  echo_offsets=[len(echo) for echo in echoes] if echoes else None)
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()
     tool_names = set(tools.allowed) if tools is not None and tools.mode != "none" else None
     if request.stream:
-        shape = ChatStreamShape(response_id, created, request.model, job.choice_count, chat, prompt.text, tool_names)
-        return sse_response(handle, shape, include_usage=include_usage(request))
-    results, usage = await collect(handle, receive)
+        shape = ChatStreamShape(response_id, created, request.model, chat, prompt.text, tool_names, extras, echoes)
+        return sse_response(handle, shape, StreamOptions(include_usage(request), stream_buffer(request)), clock)
+    results, counter = await collect(handle, receive, clock)
+    extras.log_request(response_id, counter)
     choices = []
     for i, result in enumerate(results):
         message, output = _message(chat, prompt.text, result.text, tool_names)
-        choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output), None))
-    return Response(ChatCompletionResponse(response_id, created, request.model, choices, usage))
+        if echoes:
+            message.content = echoes[i] + (message.content or "")
+        choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output),
+                                  extras.whole_logprobs(i, result), raw_output=extras.whole_raw_output(i, result),
+                                  token_ids=extras.token_ids(result.tokens)))
+    perf = extras.perf(counter)
+    return Response(ChatCompletionResponse(response_id, created, request.model, choices, counter.usage(),
+                                           perf_metrics=extras.body_perf(perf),
+                                           prompt_token_ids=extras.prompt_ids(0)),
+                    headers=extras.headers(perf))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from app import template_cli
+from app.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
 from backends.engine import EngineOptions
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
                        help="requests that may wait for a slot; beyond it: 429 with Retry-After")
+    serve.add_argument("--max-logprobs", type=int, default=DEFAULT_MAX_LOGPROBS, metavar="N",
+                       help="most alternatives per token that logprobs / top_logprobs may ask for")
     serve.add_argument("--chat-template", action=_ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a Jinja chat template replacing the own template of the --model before it")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
@@ -115,7 +118,8 @@ def serve(args: argparse.Namespace) -> int:
                   f"threads: {served.engine.threads.describe()})")
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)
-        config = uvicorn.Config(create_app(registry), host=args.host, port=args.port,
+        settings = ApiSettings(max_logprobs=max(0, args.max_logprobs))
+        config = uvicorn.Config(create_app(registry, settings), host=args.host, port=args.port,
                                 log_level="warning", timeout_graceful_shutdown=2)
         server = uvicorn.Server(config)
         server.run()

@@ -4,32 +4,52 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from msgspec import UNSET, UnsetType
 from litestar.response import Response, Stream
 from litestar.types import Receive
+from msgspec import UNSET, UnsetType
 
+from app.choice_extras import ChoiceExtras, RequestLog
 from app.errors import BadRequest
-from app.generation import collect, new_id, now, resolve_model, sse_response, submit
+from app.generation import (
+    ChoiceResult,
+    StreamOptions,
+    UsageCounter,
+    collect,
+    new_id,
+    now,
+    resolve_model,
+    sse_response,
+    submit,
+)
+from app.logprobs import Entry
 from app.normalize import (
+    ECHO_ALL,
     cache_keys,
     check_meaning,
     check_token_ids,
     decode_request,
+    draft_tokens,
     fit_max_tokens,
     include_usage,
     output_grammar,
-    reject_unsupported,
+    output_options,
     requested_max_tokens,
     sampling_params,
     stop_sequences,
+    stream_buffer,
 )
+from app.perf_metrics import RequestClock
+from app.reasoning_controls import completion_reasoning_budget
 from app.request_types import CompletionRequest
 from app.response_types import (
+    ChoiceLogprobs,
     CompletionChoice,
     CompletionResponse,
     CompletionStreamResponse,
     UsageInfo,
 )
+from app.settings import ApiSettings
+from app.stream_buffer import Piece
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
 from backends.registry import ModelRegistry
@@ -38,8 +58,14 @@ from backends.registry import ModelRegistry
 DEFAULT_MAX_TOKENS = 16
 
 
-def prompt_tokens(prompt: str | list, model: LlamaModel) -> list[tuple[list[int], str | None]]:
-    """Each prompt's tokens, with its text when it came as text (echo returns it verbatim)."""
+@dataclass(frozen=True)
+class Prompt:
+    tokens: list[int]
+    text: str | None  # as the request gave it (echo returns it verbatim); None for token ids
+
+
+def prompt_tokens(prompt: str | list, model: LlamaModel) -> list[Prompt]:
+    """Each prompt's tokens, with its text when it came as text."""
     if isinstance(prompt, str):
         items: list = [prompt]
     elif isinstance(prompt[0], int):
@@ -58,8 +84,15 @@ def prompt_tokens(prompt: str | list, model: LlamaModel) -> list[tuple[list[int]
             if model.bos_token_id < 0:
                 raise BadRequest(f"prompt {i} is empty", param="prompt")
             tokens = [model.bos_token_id]  # an empty prompt starts from the beginning of text
-        prompts.append((tokens, text))
+        prompts.append(Prompt(tokens, text))
     return prompts
+
+
+def echo_text(prompt: Prompt, echo: int, model: LlamaModel) -> str:
+    """The prompt (`echo`) or its last N tokens (`echo_last`) as text."""
+    if echo == ECHO_ALL or echo >= len(prompt.tokens):
+        return prompt.text if prompt.text is not None else model.detokenize(prompt.tokens)
+    return model.detokenize(prompt.tokens[len(prompt.tokens) - echo:]) if echo else ""
 
 
 @dataclass
@@ -67,43 +100,80 @@ class CompletionStreamShape:
     id: str
     created: int
     model: str
+    extras: ChoiceExtras
     echoes: list[str] | None
 
-    def _chunk(self, choices: list[CompletionChoice], usage: UsageInfo | UnsetType = UNSET) -> CompletionStreamResponse:
-        return CompletionStreamResponse(self.id, self.created, self.model, choices, usage)
+    def _chunk(self, choices: list[CompletionChoice], usage: UsageInfo | UnsetType = UNSET,
+               perf: dict[str, object] | UnsetType = UNSET) -> CompletionStreamResponse:
+        return CompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf)
+
+    def _choice(self, choice: int, text: str, *, logprobs: ChoiceLogprobs = None, prompt_ids: bool = False,
+                tokens: list[int] | None = None, finish_reason: str | None = None) -> CompletionChoice:
+        extras = self.extras
+        return CompletionChoice(
+            choice, text, finish_reason, logprobs,  # type: ignore[arg-type]
+            prompt_token_ids=extras.prompt_ids(choice) if prompt_ids else UNSET,
+            token_ids=extras.token_ids(tokens) if tokens is not None else UNSET,
+        )
 
     def opening(self) -> list[CompletionStreamResponse]:
-        if not self.echoes:
+        """The echoed prompts (unless their log-probabilities are still to come) and prompt ids."""
+        chunks = []
+        for choice in range(self.extras.choice_count):
+            echo = self.echoes[choice] if self.echoes else ""
+            if echo and self.extras.scores_prompt:
+                echo = ""  # it goes out with its log-probabilities
+            if echo or self.extras.token_ids_wanted:
+                chunks.append(self._chunk([self._choice(choice, echo, prompt_ids=True)]))
+        return chunks
+
+    def prompt_scored(self, choice: int, entries: list[Entry]) -> list[CompletionStreamResponse]:
+        echo = self.echoes[choice] if self.echoes else ""
+        return [self._chunk([self._choice(choice, echo, logprobs=self.extras.prompt_logprobs(choice, entries))])]
+
+    def piece(self, choice: int, piece: Piece) -> list[CompletionStreamResponse]:
+        extras = self.extras
+        if not piece.text and not extras.per_token:
             return []
-        return [self._chunk([CompletionChoice(i, text, None, None)]) for i, text in enumerate(self.echoes) if text]
+        extras.observe(choice, piece)
+        logprobs = extras.logprobs(choice, piece.logprobs)
+        return [self._chunk([self._choice(choice, piece.text, logprobs=logprobs, tokens=piece.tokens)])]
 
-    def text(self, choice: int, text: str) -> list[CompletionStreamResponse]:
-        return [self._chunk([CompletionChoice(choice, text, None, None)])]
-
-    def finished(self, choice: int, reason: str) -> list[CompletionStreamResponse]:
-        return [self._chunk([CompletionChoice(choice, "", reason, None)])]  # type: ignore[arg-type]
+    def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[CompletionStreamResponse]:
+        final = self._choice(choice, "", finish_reason=reason)
+        final.raw_output = self.extras.stream_raw_output(choice)
+        perf = UNSET
+        if last:
+            perf = self.extras.stream_perf(counter)
+            self.extras.log_request(self.id, counter)
+        return [self._chunk([final], perf=perf)]
 
     def usage(self, usage: UsageInfo) -> CompletionStreamResponse:
         return self._chunk([], usage)
 
 
-async def create_completion(registry: ModelRegistry, body: bytes, receive: Receive) -> Response | Stream:
+async def create_completion(registry: ModelRegistry, settings: ApiSettings, body: bytes,
+                            receive: Receive) -> Response | Stream:
+    clock = RequestClock()
     request = decode_request(body, CompletionRequest)
     check_meaning(request)
-    reject_unsupported(request)
     served = resolve_model(registry, request.model)
     model = served.model
+    options = output_options(request, settings.max_logprobs)
     prompts = prompt_tokens(request.prompt, model)
     requested = requested_max_tokens(request)
     grammar = await output_grammar(request, served)
+    draft = draft_tokens(request, model)
+    budget = completion_reasoning_budget(
+        served, request, [p.text if p.text is not None else model.detokenize(p.tokens) for p in prompts])
     job = GenerationJob(
         prompts=tuple(
             PromptSpec(
-                tuple(tokens),
-                fit_max_tokens(len(tokens), requested, DEFAULT_MAX_TOKENS, served.engine.ctx_size,
+                tuple(prompt.tokens),
+                fit_max_tokens(len(prompt.tokens), requested, DEFAULT_MAX_TOKENS, served.engine.ctx_size,
                                request.context_length_exceeded_behavior),
             )
-            for tokens, _ in prompts
+            for prompt in prompts
         ),
         n=request.n,
         sampling=sampling_params(request, model.n_vocab),
@@ -111,19 +181,40 @@ async def create_completion(registry: ModelRegistry, body: bytes, receive: Recei
         cache=cache_keys(request),
         stream=bool(request.stream),
         grammar=grammar,
+        logprobs=options.logprobs,
+        draft=draft,
+        priority=request.service_tier == "priority",
+        reasoning_budget=budget,
     )
     echoes = None
-    if request.echo:
-        texts = [text if text is not None else model.detokenize(tokens) for tokens, text in prompts]
+    if options.echo is not None:
+        texts = [echo_text(prompt, options.echo, model) for prompt in prompts]
         echoes = [texts[choice // request.n] for choice in range(job.choice_count)]
+    extras = ChoiceExtras.for_job(
+        options, served, job, clock, request_log=RequestLog(request.metadata, request.user),
+        fragments=[[prompt.text] if prompt.text is not None else list(prompt.tokens) for prompt in prompts],
+        echo_offsets=[len(echo) for echo in echoes] if echoes else None,
+    )
     handle = submit(served, job)
     response_id, created = new_id("cmpl"), now()
     if request.stream:
-        shape = CompletionStreamShape(response_id, created, request.model, echoes)
-        return sse_response(handle, shape, include_usage=include_usage(request))
-    results, usage = await collect(handle, receive)
-    choices = [
-        CompletionChoice(i, (echoes[i] if echoes else "") + result.text, result.finish_reason, None)  # type: ignore[arg-type]
-        for i, result in enumerate(results)
-    ]
-    return Response(CompletionResponse(response_id, created, request.model, choices, usage))
+        shape = CompletionStreamShape(response_id, created, request.model, extras, echoes)
+        stream_options = StreamOptions(include_usage(request), stream_buffer(request))
+        return sse_response(handle, shape, stream_options, clock)
+    results, counter = await collect(handle, receive, clock)
+    extras.log_request(response_id, counter)
+    choices = [_choice(i, result, extras, echoes[i] if echoes else "") for i, result in enumerate(results)]
+    perf = extras.perf(counter)
+    return Response(CompletionResponse(response_id, created, request.model, choices, counter.usage(),
+                                       perf_metrics=extras.body_perf(perf)),
+                    headers=extras.headers(perf))
+
+
+def _choice(index: int, result: ChoiceResult, extras: ChoiceExtras, echo: str) -> CompletionChoice:
+    return CompletionChoice(
+        index, echo + result.text, result.finish_reason,  # type: ignore[arg-type]
+        extras.whole_logprobs(index, result),
+        raw_output=extras.whole_raw_output(index, result),
+        prompt_token_ids=extras.prompt_ids(index),
+        token_ids=extras.token_ids(result.tokens),
+    )

@@ -1,11 +1,14 @@
 """Running an engine job for one HTTP request: collecting a whole answer, or streaming SSE.
 
-Both endpoints share this; each supplies a `StreamShape` that wraps text in its own chunk type.
+Both endpoints share this; each supplies a `StreamShape` that wraps a choice's pieces in its own
+chunk type. What a request asks for beyond text (logprobs, token ids, raw output, timings) is
+gathered here only when asked for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -17,10 +20,15 @@ from litestar.response import Stream
 from litestar.types import Receive
 
 from app.errors import ApiError, EngineFailure, ModelNotFound, TooManyRequests
+from app.logprobs import Entry
+from app.perf_metrics import RequestClock
 from app.response_types import UsageInfo
+from app.stream_buffer import BufferPolicy, ChunkBuffer, Piece
 from backends.engine import QueueFull
-from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, JobHandle, TextDelta
+from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, JobHandle, PromptLogprobs, TextDelta
 from backends.registry import ModelRegistry, ServedModel
+
+log = logging.getLogger("fireside.requests")
 
 _encoder = msgspec.json.Encoder()
 DONE = b"data: [DONE]\n\n"
@@ -52,6 +60,9 @@ def now() -> int:
 @dataclass
 class ChoiceResult:
     parts: list[str] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[Entry] = field(default_factory=list)  # only when the job computes them
+    prompt_logprobs: list[Entry] | None = None  # echoed prompt positions
     finish_reason: str | None = None
 
     @property
@@ -67,12 +78,16 @@ class UsageCounter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    draft_tokens: int = 0
+    draft_accepted: int = 0
 
     def add(self, event: ChoiceFinished) -> None:
         if event.choice % self.n == 0:
             self.prompt_tokens += event.prompt_tokens
             self.cached_tokens += event.cached_tokens
         self.completion_tokens += event.completion_tokens
+        self.draft_tokens += event.draft_tokens
+        self.draft_accepted += event.draft_accepted
 
     def usage(self) -> UsageInfo:
         return UsageInfo.of(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
@@ -83,13 +98,18 @@ def _failure(event: JobFailed) -> ApiError:
     return error if isinstance(error, ApiError) else EngineFailure(f"generation failed: {error}")
 
 
+def _prompt_entries(handle: JobHandle, event: PromptLogprobs) -> list[Entry]:
+    prompt = handle.job.prompts[event.choice // handle.job.n].tokens
+    return list(zip(prompt[event.start:], event.entries, strict=True))
+
+
 async def _cancel_when_client_leaves(handle: JobHandle, receive: Receive) -> None:
     while (await receive())["type"] != "http.disconnect":
         pass
     handle.cancel()
 
 
-async def collect(handle: JobHandle, receive: Receive) -> tuple[list[ChoiceResult], UsageInfo]:
+async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> tuple[list[ChoiceResult], UsageCounter]:
     """Wait for every choice of a job; a client that goes away meanwhile cancels it."""
     results = [ChoiceResult() for _ in range(handle.job.choice_count)]
     counter = UsageCounter(handle.job.n)
@@ -97,25 +117,36 @@ async def collect(handle: JobHandle, receive: Receive) -> tuple[list[ChoiceResul
     try:
         async for event in handle.events():
             if isinstance(event, TextDelta):
+                result = results[event.choice]
                 if event.text:
-                    results[event.choice].parts.append(event.text)
+                    result.parts.append(event.text)
+                if event.token >= 0:
+                    result.tokens.append(event.token)
+                    if event.logprob is not None:
+                        result.logprobs.append((event.token, event.logprob))
             elif isinstance(event, ChoiceFinished):
                 results[event.choice].finish_reason = event.finish_reason
                 counter.add(event)
+                if event.first_token_at is not None:
+                    clock.token(event.first_token_at)
+            elif isinstance(event, PromptLogprobs):
+                results[event.choice].prompt_logprobs = _prompt_entries(handle, event)
             else:
                 raise _failure(event)
     finally:
         watcher.cancel()
         handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
-    return results, counter.usage()
+    clock.finish()
+    return results, counter
 
 
 class StreamShape(Protocol):
     """How one endpoint wraps stream events into its chunk Structs."""
 
     def opening(self) -> list[Any]: ...
-    def text(self, choice: int, text: str) -> list[Any]: ...
-    def finished(self, choice: int, reason: str) -> list[Any]: ...
+    def prompt_scored(self, choice: int, entries: list[Entry]) -> list[Any]: ...
+    def piece(self, choice: int, piece: Piece) -> list[Any]: ...
+    def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[Any]: ...
     def usage(self, usage: UsageInfo) -> Any: ...
 
 
@@ -123,35 +154,64 @@ def sse(chunk: Any) -> bytes:
     return b"data: " + _encoder.encode(chunk) + b"\n\n"
 
 
-async def stream(handle: JobHandle, shape: StreamShape, *, include_usage: bool) -> AsyncIterator[bytes]:
+@dataclass(frozen=True)
+class StreamOptions:
+    include_usage: bool = True
+    buffer: BufferPolicy | None = None  # coalesce chunks (`stream_options.buffer_*`)
+
+
+async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
+                 clock: RequestClock) -> AsyncIterator[bytes]:
     """SSE lines for a job, ending with `data: [DONE]`. Leaving early cancels the job."""
     counter = UsageCounter(handle.job.n)
+    buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
+    remaining = handle.job.choice_count
     try:
         for chunk in shape.opening():
             yield sse(chunk)
-        async for event in handle.events():
-            if isinstance(event, TextDelta):
-                if event.text:
-                    for chunk in shape.text(event.choice, event.text):
+        while remaining:
+            events = await handle.next_events(buffer.wait() if buffer is not None else None)
+            if events is None:
+                return  # cancelled
+            for event in events:
+                if isinstance(event, TextDelta):
+                    if buffer is None:
+                        for chunk in shape.piece(event.choice, Piece.of(event)):
+                            yield sse(chunk)
+                    else:
+                        buffer.add(event)
+                elif isinstance(event, ChoiceFinished):
+                    counter.add(event)
+                    if event.first_token_at is not None:
+                        clock.token(event.first_token_at)
+                    remaining -= 1
+                    if buffer is not None:
+                        for chunk in _drain(shape, buffer.take(event.choice)):
+                            yield sse(chunk)
+                    if not remaining:
+                        clock.finish()
+                    for chunk in shape.finished(event.choice, event.finish_reason, not remaining, counter):
                         yield sse(chunk)
-            elif isinstance(event, ChoiceFinished):
-                counter.add(event)
-                for chunk in shape.finished(event.choice, event.finish_reason):
+                elif isinstance(event, PromptLogprobs):
+                    for chunk in shape.prompt_scored(event.choice, _prompt_entries(handle, event)):
+                        yield sse(chunk)
+                else:
+                    yield sse(_failure(event).body())
+                    yield DONE
+                    return
+            if buffer is not None:
+                for chunk in _drain(shape, buffer.due()):
                     yield sse(chunk)
-            else:
-                yield sse(_failure(event).body())
-                yield DONE
-                return
-        if include_usage:
+        if options.include_usage:
             yield sse(shape.usage(counter.usage()))
         yield DONE
     finally:
         handle.cancel()
 
 
-def sse_response(handle: JobHandle, shape: StreamShape, *, include_usage: bool) -> Stream:
-    return Stream(
-        stream(handle, shape, include_usage=include_usage),
-        media_type="text/event-stream",
-        headers=SSE_HEADERS,
-    )
+def _drain(shape: StreamShape, pieces: list[tuple[int, Piece]]) -> list[Any]:
+    return [chunk for choice, piece in pieces for chunk in shape.piece(choice, piece)]
+
+
+def sse_response(handle: JobHandle, shape: StreamShape, options: StreamOptions, clock: RequestClock) -> Stream:
+    return Stream(stream(handle, shape, options, clock), media_type="text/event-stream", headers=SSE_HEADERS)

@@ -1,23 +1,27 @@
-"""From a decoded request Struct to what the engine runs (DESIGN step 2).
-
-Also the checks of meaning that a schema cannot carry (400), and the refusal of spec fields that
-a later part of Fireside will honour: they are decoded and validated now, and a request that
-uses them gets `400 not supported yet: <field>` rather than a silent no-op.
-"""
+"""From a decoded request Struct to what the engine runs (DESIGN step 2), with the checks of
+meaning that a schema cannot carry (400)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import msgspec
 
-from app.errors import BadRequest, NotSupportedYet, RequestValidationError, from_msgspec
-from app.request_types import ChatCompletionRequest, CompletionRequest, GenerationFields, ResponseFormat
+from app.errors import BadRequest, RequestValidationError, from_msgspec
+from app.stream_buffer import BufferPolicy
+from app.request_types import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    GenerationFields,
+    PredictedOutput,
+    ResponseFormat,
+    SamplingMaskMode,
+)
 from backends.grammar import CompiledGrammar, GrammarError
-from backends.jobs import CacheKeys, SamplingParams
+from backends.jobs import CacheKeys, LogprobOptions, SamplingParams
+from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
 from grammars.gbnf import literal
 from grammars.reasoning_prefix import ROOT as REASONING_ROOT
@@ -44,50 +48,106 @@ def decode_request(body: bytes, request_type: type[T]) -> T:
         raise from_msgspec(error) from None
 
 
-def _set(value: Any) -> bool:
-    return value is not None and value is not False
+# Echo the whole prompt (`echo: true`), as opposed to its last N tokens (`echo_last`).
+ECHO_ALL = -1
 
 
-# Fields that later work implements, with the test for "this request asks for it".
-_NOT_YET_SHARED: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-    ("raw_output", lambda r: _set(r.raw_output)),
-    ("perf_metrics_in_response", lambda r: _set(r.perf_metrics_in_response)),
-    ("stream_options.include_internal_content",
-     lambda r: r.stream_options is not None and _set(r.stream_options.include_internal_content)),
-    ("stream_options.buffer_tokens", lambda r: r.stream_options is not None and _set(r.stream_options.buffer_tokens)),
-    ("stream_options.buffer_ms", lambda r: r.stream_options is not None and _set(r.stream_options.buffer_ms)),
-    ("stream_options.buffer_mode", lambda r: r.stream_options is not None and _set(r.stream_options.buffer_mode)),
-    ("logprobs", lambda r: _set(r.logprobs)),
-    ("top_logprobs", lambda r: _set(r.top_logprobs) and r.top_logprobs != 0),
-    ("sampling_mask", lambda r: _set(r.sampling_mask)),
-    ("echo_last", lambda r: _set(r.echo_last)),
-    ("speculation", lambda r: _set(r.speculation)),
-    ("prediction", lambda r: _set(r.prediction)),
-    ("return_token_ids", lambda r: _set(r.return_token_ids)),
-)
+@dataclass(frozen=True)
+class OutputOptions:
+    """What a response carries besides text, as the request asks for it."""
 
-_NOT_YET_COMPLETION: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-    ("thinking", lambda r: _set(r.thinking)),
-    ("reasoning_history", lambda r: _set(r.reasoning_history)),
-    ("reasoning_effort", lambda r: r.reasoning_effort is not None),
-    ("images", lambda r: bool(r.images)),
-)
-
-_NOT_YET_CHAT: tuple[tuple[str, Callable[[Any], bool]], ...] = (
-    ("echo", lambda r: _set(r.echo)),
-    ("prompt_token_ids", lambda r: r.prompt_token_ids is not None),
-    ("prompt_truncate_len", lambda r: _set(r.prompt_truncate_len)),
-    ("safe_tokenization", lambda r: _set(r.safe_tokenization)),
-)
+    logprobs: LogprobOptions | None = None  # for the engine; None: none computed
+    legacy_logprobs: bool = False  # `logprobs`: N (else the OpenAI shape)
+    top_logprobs: int = 0
+    sampling_mask: SamplingMaskMode | None = None
+    echo: int | None = None  # None, ECHO_ALL or the last N prompt tokens
+    token_ids: bool = False  # `return_token_ids`
+    internal_content: bool = False  # `stream_options.include_internal_content`
+    raw_output: bool = False
+    perf_in_body: bool = False
 
 
-def reject_unsupported(request: GenerationFields) -> None:
-    table = _NOT_YET_SHARED + (
-        _NOT_YET_CHAT if isinstance(request, ChatCompletionRequest) else _NOT_YET_COMPLETION
+def output_options(request: GenerationFields, max_logprobs: int) -> OutputOptions:
+    """The request's output extras, checked against each other and `--max-logprobs` (400)."""
+    logprobs, top = request.logprobs, request.top_logprobs
+    if top is not None and not 0 <= top <= max_logprobs:
+        raise BadRequest(f"top_logprobs must be between 0 and {max_logprobs} (--max-logprobs), got {top}",
+                         param="top_logprobs")
+    legacy = isinstance(logprobs, int) and not isinstance(logprobs, bool)
+    if legacy:
+        if not 0 <= logprobs <= max_logprobs:
+            raise BadRequest(f"logprobs must be between 0 and {max_logprobs} (--max-logprobs), got {logprobs}",
+                             param="logprobs")
+        top = logprobs if top is None else top
+    wanted = legacy or logprobs is True
+    if not wanted and top:
+        raise BadRequest("top_logprobs needs logprobs: set logprobs to true", param="top_logprobs")
+    mask = request.sampling_mask
+    if mask is not None:
+        if legacy:
+            raise BadRequest("sampling_mask comes with the OpenAI logprobs shape (logprobs: true), "
+                             "not with logprobs as a number", param="sampling_mask")
+        wanted = True  # the mask rides on each token's logprobs entry
+    echo = _echo(request)
+    engine_options = None
+    if wanted:
+        prompt_last = 0
+        if echo is not None:
+            prompt_last = (1 << 30) if echo == ECHO_ALL else echo
+        engine_options = LogprobOptions(top=top or 0, sampling=not legacy, active_ids=mask not in (None, "count"),
+                                        prompt_last=prompt_last)
+    stream_options = request.stream_options
+    return OutputOptions(
+        logprobs=engine_options,
+        legacy_logprobs=legacy,
+        top_logprobs=top or 0,
+        sampling_mask=mask,
+        echo=echo,
+        token_ids=bool(request.return_token_ids),
+        internal_content=stream_options is not None and bool(stream_options.include_internal_content),
+        raw_output=bool(request.raw_output),
+        perf_in_body=bool(request.perf_metrics_in_response),
     )
-    for field, asks_for in table:
-        if asks_for(request):
-            raise NotSupportedYet(field)
+
+
+def _echo(request: GenerationFields) -> int | None:
+    if request.echo_last is not None:
+        if request.echo_last < 0:
+            raise BadRequest(f"echo_last must be 0 or more, got {request.echo_last}", param="echo_last")
+        if request.echo:
+            raise BadRequest("give echo or echo_last, not both", param="echo_last")
+        return request.echo_last
+    return ECHO_ALL if request.echo else None
+
+
+def draft_tokens(request: GenerationFields, model: LlamaModel) -> tuple[int, ...]:
+    """The predicted output (`speculation`, or OpenAI's `prediction`) as tokens."""
+    speculation, prediction = request.speculation, request.prediction
+    if speculation is not None and prediction is not None:
+        raise BadRequest("give speculation or prediction, not both", param="prediction")
+    if isinstance(speculation, list):
+        check_token_ids(speculation, model.n_vocab, "speculation")
+        return tuple(speculation)
+    text = speculation
+    if prediction is not None:
+        text = prediction if isinstance(prediction, str) else _prediction_text(prediction)
+    if not text:
+        return ()
+    return tuple(model.tokenize(text, add_special=False, parse_special=False))
+
+
+def _prediction_text(prediction: PredictedOutput) -> str:
+    if isinstance(prediction.content, str):
+        return prediction.content
+    texts = []
+    for i, part in enumerate(prediction.content):
+        if part.type != "text" or part.text is None:
+            raise BadRequest(f"prediction.content[{i}] must be a text part", param="prediction")
+        texts.append(part.text)
+    return "".join(texts)
+
+
+NO_IMAGES = "this model does not accept images"
 
 
 def check_meaning(request: GenerationFields) -> None:
@@ -118,6 +178,8 @@ def check_meaning(request: GenerationFields) -> None:
         _check_chat(request)
     elif isinstance(request, CompletionRequest):
         _check_prompt_shape(request.prompt)
+        if request.images:
+            raise BadRequest(NO_IMAGES, param="images")
 
 
 def _check_chat(request: ChatCompletionRequest) -> None:
@@ -147,6 +209,13 @@ def _check_prompt_shape(prompt: str | list[Any]) -> None:
 def include_usage(request: GenerationFields) -> bool:
     """Streams end with a usage chunk unless `stream_options.include_usage` is false (spec default)."""
     return request.stream_options is None or request.stream_options.include_usage is not False
+
+
+def stream_buffer(request: GenerationFields) -> BufferPolicy | None:
+    options = request.stream_options
+    if options is None:
+        return None
+    return BufferPolicy.of(options.buffer_tokens, options.buffer_ms, options.buffer_mode)
 
 
 def requested_max_tokens(request: GenerationFields) -> int | None:

@@ -19,8 +19,10 @@ from app.response_types import (
     CompletionStreamResponse,
     ErrorResponse,
     HTTPValidationError,
+    LogProbs,
     ModelCard,
     ModelList,
+    NewLogProbs,
 )
 
 _REF = "#/components/schemas/{name}"
@@ -66,7 +68,7 @@ def openapi_document() -> dict[str, Any]:
     structs = [
         CompletionRequest, ChatCompletionRequest, CompletionResponse, CompletionStreamResponse,
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
-        ModelList, ModelCard,
+        ModelList, ModelCard, LogProbs, NewLogProbs,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}

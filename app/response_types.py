@@ -6,7 +6,7 @@ way Fireworks answers; every other field is always written.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -39,13 +39,71 @@ class UsageInfo(ResponseStruct):
 FinishReason = Literal["stop", "length", "error"]
 
 
+class LogProbs(ResponseStruct):
+    """The legacy shape (`logprobs`: N): one entry per token in each list."""
+
+    tokens: list[str]
+    token_logprobs: list[float | None]
+    top_logprobs: list[dict[str, float] | None] | None
+    text_offset: list[int]
+    token_ids: list[int] | None = None
+
+
+class TopLogProb(ResponseStruct):
+    token: str
+    logprob: float
+    token_id: int
+    bytes: list[int]
+
+
+class LogProbContent(ResponseStruct):
+    token: str
+    logprob: float | None  # null for the first prompt token (echo)
+    sampling_logprob: float | None
+    bytes: list[int]
+    top_logprobs: list[TopLogProb]
+    token_id: int
+    text_offset: int
+    sampling_mask_count: int | UnsetType = UNSET
+    sampling_mask: list[int] | str | UnsetType = UNSET
+
+
+class NewLogProbs(ResponseStruct):
+    """The OpenAI shape (`logprobs: true`, `top_logprobs`: N)."""
+
+    content: list[LogProbContent]
+
+
+# LogProbs | NewLogProbs | None: msgspec cannot describe a union of untagged Structs, so the field
+# is typed loosely and the schema names the two shapes (both listed in `app.openapi`).
+ChoiceLogprobs = Annotated[
+    Any,
+    msgspec.Meta(extra_json_schema={"anyOf": [{"$ref": "#/components/schemas/LogProbs"},
+                                              {"$ref": "#/components/schemas/NewLogProbs"}, {"type": "null"}]}),
+]
+
+
+class RawOutput(ResponseStruct):
+    prompt_fragments: list[str | int]
+    prompt_token_ids: list[int]
+    completion: str
+    completion_token_ids: list[int] | None = None
+    completion_logprobs: NewLogProbs | None = None
+    grammar: str | None = None
+
+
+class InternalContent(ResponseStruct):
+    token_id: list[int] | None = None
+
+
 class CompletionChoice(ResponseStruct):
     # `finish_reason` and `logprobs` have no default so they are always written (null in most
     # stream chunks), as OpenAI clients expect; extras below are written only when set.
     index: int
     text: str
     finish_reason: FinishReason | None
-    logprobs: None
+    logprobs: ChoiceLogprobs
+    raw_output: RawOutput | UnsetType = UNSET
     prompt_token_ids: list[int] | UnsetType = UNSET
     token_ids: list[int] | UnsetType = UNSET
 
@@ -57,6 +115,7 @@ class CompletionResponse(ResponseStruct):
     choices: list[CompletionChoice]
     usage: UsageInfo
     object: str = "text_completion"
+    perf_metrics: dict[str, Any] | UnsetType = UNSET
 
 
 class CompletionStreamResponse(ResponseStruct):
@@ -66,6 +125,7 @@ class CompletionStreamResponse(ResponseStruct):
     choices: list[CompletionChoice]
     usage: UsageInfo | UnsetType = UNSET
     object: str = "text_completion"
+    perf_metrics: dict[str, Any] | UnsetType = UNSET
 
 
 class FunctionCall(ResponseStruct):
@@ -102,7 +162,9 @@ class ChatChoice(ResponseStruct):
     index: int
     message: AssistantMessage
     finish_reason: str | None
-    logprobs: None
+    logprobs: ChoiceLogprobs
+    raw_output: RawOutput | UnsetType = UNSET
+    token_ids: list[int] | UnsetType = UNSET
 
 
 class ChatCompletionResponse(ResponseStruct):
@@ -112,6 +174,8 @@ class ChatCompletionResponse(ResponseStruct):
     choices: list[ChatChoice]
     usage: UsageInfo | None = None
     object: str = "chat.completion"
+    perf_metrics: dict[str, Any] | UnsetType = UNSET
+    prompt_token_ids: list[int] | UnsetType = UNSET
 
 
 class DeltaMessage(ResponseStruct):
@@ -119,13 +183,16 @@ class DeltaMessage(ResponseStruct):
     content: str | UnsetType = UNSET
     reasoning_content: str | UnsetType = UNSET
     tool_calls: list[ToolCallDelta] | UnsetType = UNSET
+    internal_content: InternalContent | UnsetType = UNSET
 
 
 class ChatStreamChoice(ResponseStruct):
     index: int
     delta: DeltaMessage
     finish_reason: str | None
-    logprobs: None
+    logprobs: ChoiceLogprobs
+    raw_output: RawOutput | UnsetType = UNSET
+    token_ids: list[int] | UnsetType = UNSET
 
 
 class ChatCompletionStreamResponse(ResponseStruct):
@@ -135,6 +202,8 @@ class ChatCompletionStreamResponse(ResponseStruct):
     choices: list[ChatStreamChoice]
     usage: UsageInfo | UnsetType = UNSET
     object: str = "chat.completion.chunk"
+    perf_metrics: dict[str, Any] | UnsetType = UNSET
+    prompt_token_ids: list[int] | UnsetType = UNSET
 
 
 class ModelCard(ResponseStruct):

@@ -15,6 +15,7 @@ from app.completions import create_completion
 from app.errors import ApiError, RequestValidationError
 from app.generation import resolve_model
 from app.openapi import openapi_document
+from app.settings import ApiSettings
 from app.response_types import ErrorBody, ErrorResponse, Health, ModelCard, ModelHealth, ModelList
 from backends.registry import ModelRegistry, ServedModel
 
@@ -31,14 +32,19 @@ def _registry(request: Request) -> ModelRegistry:
     return request.app.state.registry
 
 
+def _settings(request: Request) -> ApiSettings:
+    return request.app.state.settings
+
+
 @post(_paths("/completions"), status_code=200)
 async def completions(request: Request) -> Response | Stream:
-    return await create_completion(_registry(request), await request.body(), request.receive)
+    return await create_completion(_registry(request), _settings(request), await request.body(), request.receive)
 
 
 @post(_paths("/chat/completions"), status_code=200)
 async def chat_completions(request: Request) -> Response | Stream:
-    return await create_chat_completion(_registry(request), await request.body(), request.receive)
+    return await create_chat_completion(_registry(request), _settings(request), await request.body(),
+                                        request.receive)
 
 
 def _card(served: ServedModel) -> ModelCard:
@@ -85,7 +91,7 @@ def _unexpected_error(_: Request, error: Exception) -> Response:
     return Response(body, status_code=HTTP_500_INTERNAL_SERVER_ERROR)
 
 
-def create_app(registry: ModelRegistry) -> Litestar:
+def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> Litestar:
     app = Litestar(
         route_handlers=[completions, chat_completions, list_models, get_model, health, openapi],
         exception_handlers={
@@ -98,4 +104,5 @@ def create_app(registry: ModelRegistry) -> Litestar:
         request_max_body_size=16 * 1024 * 1024,
     )
     app.state.registry = registry
+    app.state.settings = settings or ApiSettings()
     return app

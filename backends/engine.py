@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import llama_cpp
 
+from backends.drafting import Drafter
 from backends.jobs import (
     CacheKeys,
     ChoiceFinished,
@@ -34,10 +35,14 @@ from backends.jobs import (
     GenerationJob,
     JobFailed,
     JobHandle,
+    LogprobOptions,
+    PromptLogprobs,
     PromptSpec,
     TextDelta,
+    TokenLogprob,
 )
 from backends.llama_model import LlamaModel, ModelLoadError
+from backends.logprobs import LogprobComputer
 from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
@@ -135,6 +140,8 @@ class _Sequence:
     __slots__ = (
         "slot", "handle", "choice", "group", "prompt", "max_tokens", "fed", "sampler", "decoder",
         "stops", "generated", "last_token", "output_row", "cached", "mark", "budget", "special_text",
+        "logprobs", "echo_from", "prompt_entries", "drafter", "draft", "drafted", "draft_accepted",
+        "first_token_at",
     )
 
     def __init__(self, slot: _Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
@@ -156,6 +163,16 @@ class _Sequence:
         self.last_token = -1
         self.output_row = -1  # batch row whose logits this sequence samples from, this step
         self.mark = (len(slot.tokens), cached)  # (cache length, fed) before this step
+        self.logprobs: LogprobOptions | None = waiting.handle.job.logprobs
+        # Echo with logprobs: prompt positions from `echo_from` on get theirs (decoded, not reused).
+        self.echo_from = -1
+        self.prompt_entries: list[TokenLogprob | None] | None = None
+        draft = waiting.handle.job.draft
+        self.drafter = Drafter(draft) if draft else None
+        self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
+        self.drafted = 0
+        self.draft_accepted = 0
+        self.first_token_at: float | None = None
 
     @property
     def prefilling(self) -> bool:
@@ -187,7 +204,9 @@ class Engine:
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
         )
         self._slots = [_Slot(i) for i in range(options.parallel)]
-        self._candidates = Candidates(model.n_vocab)  # for grammar-constrained draws
+        self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
+        self._logprobs = LogprobComputer(model.n_vocab)
+        self._prompt_rows: list[tuple[_Sequence, int, int]] = []  # (sequence, batch row, prompt position)
         self._inbox: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
         self._waiting: deque[_Waiting] = deque()
         self._active: list[_Sequence] = []
@@ -280,17 +299,21 @@ class Engine:
     def _enqueue(self, handle: JobHandle) -> None:
         job = handle.job
         self._unstarted.add(handle)
-        waiting = False
+        queued: list[_Waiting] = []
         for p, prompt in enumerate(job.prompts):
             for j in range(job.n):
                 choice = p * job.n + j
-                if prompt.max_tokens <= 0:
+                if prompt.max_tokens <= 0 and not _scores_prompt(job):
                     self._emit(handle, ChoiceFinished(choice, "length", len(prompt.tokens), 0, 0))
                 else:
-                    self._waiting.append(_Waiting(handle, choice, p, prompt))
-                    waiting = True
-        if not waiting:
+                    queued.append(_Waiting(handle, choice, p, prompt))
+        if not queued:
             self._mark_started(handle)
+        elif job.priority:  # ahead of every ordinary request, behind earlier priority ones
+            ahead = next((i for i, w in enumerate(self._waiting) if not w.handle.job.priority), len(self._waiting))
+            self._waiting = deque([*list(self._waiting)[:ahead], *queued, *list(self._waiting)[ahead:]])
+        else:
+            self._waiting.extend(queued)
 
     def _mark_started(self, handle: JobHandle) -> None:
         """The job no longer waits as a whole: it stops counting against `max_queue`."""
@@ -344,7 +367,15 @@ class Engine:
             return shared[slot.id], steered, -_runs(busy | {slot.id}), -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
-        cached = self._reuse_prefix(slot, prompt, shared)
+        # The last prompt token is always decoded again: its logits give the first new token.
+        reuse_limit = len(prompt) - 1
+        echo_from = -1
+        if _scores_prompt(job):
+            assert job.logprobs is not None
+            echo_from = max(len(prompt) - job.logprobs.prompt_last, 0)
+            reuse_limit = min(reuse_limit, max(echo_from - 1, 0))  # the rows scoring them are decoded
+        cached = self._reuse_prefix(slot, prompt, shared, reuse_limit)
+        observed = job.logprobs is not None and (job.logprobs.sampling or job.logprobs.active_ids)
         sampler = SamplerChain(
             job.sampling,
             seed=choice_seed(job.sampling.seed, waiting.choice),
@@ -352,9 +383,12 @@ class Engine:
             eog_tokens=self.model.eog_token_ids,
             penalty_window=self.ctx_size,
             grammar=job.grammar,
-            candidates=self._candidates if job.grammar is not None else None,
+            candidates=self._candidates if job.grammar is not None or observed else None,
         )
         seq = _Sequence(slot, waiting, sampler, cached)
+        if echo_from >= 0:
+            seq.echo_from = max(echo_from, 1)
+            seq.prompt_entries = [None] if echo_from == 0 else []
         slot.sequence = seq
         slot.isolation, slot.affinity, slot.last_used = keys.isolation, keys.affinity, self._steps
         self._active.append(seq)
@@ -362,9 +396,9 @@ class Engine:
             self._prefilling.add(waiting.group)  # the other choices will copy this prefill
         self._mark_started(waiting.handle)
 
-    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], shared: dict[int, int]) -> int:
-        """Keep the slot's longest usable prefix of `prompt` (copied from another slot when that
-        one holds more); return how many prompt tokens need no prefill.
+    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], shared: dict[int, int], limit: int) -> int:
+        """Keep the slot's longest usable prefix of `prompt`, at most `limit` tokens (copied from
+        another slot when that one holds more); return how many prompt tokens need no prefill.
 
         `shared` is each slot's prefix in common with the prompt, under the request's keys."""
         reusable = shared[slot.id]
@@ -375,8 +409,7 @@ class Engine:
                 llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
                 slot.tokens = donor.tokens[:donated]
                 reusable = donated
-        # The last prompt token is always decoded again: its logits give the first new token.
-        keep = min(reusable, len(prompt) - 1)
+        keep = min(reusable, limit)
         return keep if self._trim(slot, keep) else 0
 
     def _trim(self, slot: _Slot, keep: int) -> bool:
@@ -451,27 +484,61 @@ class Engine:
         batch = self._batch
         room = self.options.batch_size - sum(1 for seq in sequences if not seq.prefilling)
         rows, prefill = 0, False
+        self._prompt_rows.clear()
         for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
             if not seq.prefilling:
                 self._put(rows, seq.last_token, seq.slot, True)
                 seq.output_row = rows
                 rows += 1
+                if seq.drafter is not None and room > 0:
+                    drafted = self._put_draft(seq, rows, room)
+                    rows += drafted
+                    room -= drafted
+                    prefill = prefill or drafted > 0
                 continue
             take = min(room, len(seq.prompt) - seq.fed)
             if take <= 0:
                 continue
+            first_row, first_position = rows, seq.fed
             for token in seq.prompt[seq.fed:seq.fed + take]:
                 self._put(rows, token, seq.slot, False)
                 rows += 1
             room -= take
             seq.fed += take
             prefill = True
+            if seq.echo_from >= 0:
+                self._score_rows(seq, first_row, first_position, take)
             if not seq.prefilling:
                 batch.logits[rows - 1] = True
                 seq.output_row = rows - 1
         batch.n_tokens = rows
         return rows, prefill
+
+    def _score_rows(self, seq: _Sequence, first_row: int, first_position: int, count: int) -> None:
+        """Ask for the logits of this chunk's rows that score echoed prompt tokens (the row of
+        position p gives the log-probability of prompt token p + 1)."""
+        last_scoring = len(seq.prompt) - 2
+        for position in range(max(first_position, seq.echo_from - 1), min(first_position + count - 1, last_scoring) + 1):
+            row = first_row + position - first_position
+            self._batch.logits[row] = True
+            self._prompt_rows.append((seq, row, position))
+
+    def _put_draft(self, seq: _Sequence, row: int, room: int) -> int:
+        """Draft tokens after the sequence's next token, each with its logits (checked after the
+        decode); returns how many went in."""
+        seq.draft = ()
+        if seq.budget is not None and seq.budget.forced:
+            return 0
+        assert seq.drafter is not None
+        limit = min(room, seq.max_tokens - seq.generated - 1)
+        draft = seq.drafter.propose(limit) if limit > 0 else ()
+        for token in draft:
+            self._put(row, token, seq.slot, True)
+            row += 1
+        seq.draft = draft
+        seq.drafted += len(draft)
+        return len(draft)
 
     def _put(self, row: int, token: int, slot: _Slot, logits: bool) -> None:
         batch = self._batch
@@ -483,19 +550,77 @@ class Engine:
         slot.tokens.append(token)
 
     def _sample(self, sequences: list[_Sequence]) -> None:
+        if self._prompt_rows:
+            self._score_prompt()
         for seq in sequences:
             if seq.output_row < 0:
                 continue
-            forced = seq.budget is not None and bool(seq.budget.forced)
-            if forced:
-                token = seq.budget.forced.popleft()
-                if not seq.sampler.accept_forced(token):  # the grammar rules the closing out: end here
-                    token = NO_TOKEN
-            else:
-                token = seq.sampler.sample(self._ctx, seq.output_row)
-            seq.output_row = -1
+            row, seq.output_row = seq.output_row, -1
             self._prefilling.discard(seq.group)
-            self._accept(seq, token, forced=forced)
+            if seq.prompt_entries is not None:
+                self._emit(seq.handle, PromptLogprobs(seq.choice, len(seq.prompt) - len(seq.prompt_entries),
+                                                      tuple(seq.prompt_entries)))
+                seq.prompt_entries = None
+                if seq.max_tokens <= 0:  # only the prompt was to be scored
+                    self._finish(seq, "length")
+                    continue
+            token = self._sample_row(seq, row)
+            if seq.draft:
+                self._check_draft(seq, row, token)
+
+    def _sample_row(self, seq: _Sequence, row: int) -> int:
+        """Sample (or force) the sequence's next token from a batch row and take it in."""
+        forced = seq.budget is not None and bool(seq.budget.forced)
+        record = None
+        if seq.logprobs is not None:
+            self._logprobs.load(self._logprobs.row(self._ctx, row))
+        if forced:
+            token = seq.budget.forced.popleft()
+            if not seq.sampler.accept_forced(token):  # the grammar rules the closing out: end here
+                token = NO_TOKEN
+            elif seq.logprobs is not None:
+                record = self._logprobs.record(token, seq.logprobs.top, sampling_logprob=0.0, active_count=1)
+        elif seq.logprobs is None:
+            token = seq.sampler.sample(self._ctx, row)
+        elif seq.logprobs.sampling or seq.logprobs.active_ids:
+            token, view = seq.sampler.sample_observed(self._ctx, row, seq.logprobs.active_ids)
+            if token != NO_TOKEN:
+                record = self._logprobs.record(token, seq.logprobs.top, sampling_logprob=view.logprob,
+                                               active_count=view.active_count, active_ids=view.active_ids)
+        else:
+            token = seq.sampler.sample(self._ctx, row)
+            if token != NO_TOKEN:
+                record = self._logprobs.record(token, seq.logprobs.top)
+        self._accept(seq, token, forced=forced, logprob=record)
+        return token
+
+    def _check_draft(self, seq: _Sequence, row: int, token: int) -> None:
+        """Walk the drafted rows while each sampled token is the drafted one: those tokens are
+        what decoding one at a time would have produced. The cache keeps the matching prefix;
+        the rest is removed, and the last sampled token is fed at the next step as usual."""
+        draft, seq.draft = seq.draft, ()
+        slot, kept = seq.slot, 0
+        while (kept < len(draft) and token == draft[kept] and seq.slot.sequence is seq
+               and not (seq.budget is not None and seq.budget.forced)):
+            kept += 1
+            seq.draft_accepted += 1
+            token = self._sample_row(seq, row + kept)
+        # The tokens this step cached: the fed token, then the drafts; keep the fed token and the drafts matched.
+        keep = seq.mark[0] + 1 + kept
+        if keep < len(slot.tokens):
+            llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
+            del slot.tokens[keep:]
+        if seq.drafter is not None:
+            seq.drafter.settle(len(draft), kept)
+
+    def _score_prompt(self) -> None:
+        for seq, row, position in self._prompt_rows:
+            if seq.prompt_entries is None or seq.slot.sequence is not seq:
+                continue
+            self._logprobs.load(self._logprobs.row(self._ctx, row))
+            top = seq.logprobs.top if seq.logprobs is not None else 0
+            seq.prompt_entries.append(self._logprobs.record(seq.prompt[position + 1], top))
+        self._prompt_rows.clear()
 
     def _rollback(self, seq: _Sequence) -> None:
         """Undo what this step put in the sequence's cache."""
@@ -504,6 +629,8 @@ class Engine:
         del seq.slot.tokens[length:]
         seq.fed = fed
         seq.output_row = -1
+        seq.drafted -= len(seq.draft)
+        seq.draft = ()
 
     def _decode_one_by_one(self, sequences: list[_Sequence], status: int) -> None:
         """A failed batch is retried request by request, so only the request at fault fails."""
@@ -523,11 +650,13 @@ class Engine:
                 self._rollback(seq)
                 self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
-    def _accept(self, seq: _Sequence, token: int, *, forced: bool = False) -> None:
+    def _accept(self, seq: _Sequence, token: int, *, forced: bool = False, logprob: TokenLogprob | None = None) -> None:
         if token == NO_TOKEN:  # the grammar is complete and may not end: that is the end
             self._finish(seq, "stop", release_held=True)
             return
         seq.generated += 1
+        if seq.first_token_at is None:
+            seq.first_token_at = time.perf_counter()
         if self.model.is_eog(token) and not seq.handle.job.sampling.ignore_eos:
             self._finish(seq, "stop", release_held=True)
             return
@@ -535,7 +664,9 @@ class Engine:
         if seq.budget is not None:
             seq.budget.observe(piece, was_forced=forced)
         text, stopped = seq.stops.feed(piece)
-        self._emit(seq.handle, TextDelta(seq.choice, text, token))
+        self._emit(seq.handle, TextDelta(seq.choice, text, token, logprob))
+        if seq.drafter is not None:
+            seq.drafter.observe(token)
         if stopped:
             self._finish(seq, "stop")
         elif seq.generated >= seq.max_tokens:
@@ -549,7 +680,8 @@ class Engine:
             rest = seq.stops.flush() + seq.decoder.decode(b"", final=True)
             if rest:
                 self._emit(seq.handle, TextDelta(seq.choice, rest, -1))
-        self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached))
+        self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached,
+                                              seq.drafted, seq.draft_accepted, seq.first_token_at))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:
@@ -593,6 +725,12 @@ class Engine:
                     loop.call_soon_threadsafe(_deliver, deliveries)
                 except RuntimeError:  # the loop closed (server shutting down)
                     pass
+
+
+def _scores_prompt(job: GenerationJob) -> bool:
+    """Whether the job's choices score their prompts (echo with logprobs); each choice does, so
+    that its prompt's log-probabilities always come before its first token."""
+    return job.logprobs is not None and job.logprobs.prompt_last > 0
 
 
 def _runs(ids: set[int]) -> int:

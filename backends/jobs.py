@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+import numpy as np
+
 if TYPE_CHECKING:
     from backends.grammar import CompiledGrammar
     from backends.reasoning_budget import ReasoningBudget
@@ -60,6 +62,35 @@ class CacheKeys:
     affinity: str | None = None
 
 
+# Above this many tokens left after the sampling filters, a position's active ids are not listed
+# (the spec's limit for `sampling_mask` payloads); the count is always given.
+MASK_LIST_LIMIT = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class LogprobOptions:
+    """What a job wants to know about each token besides its id; computed only when asked for."""
+
+    top: int = 0  # most likely alternatives per position
+    sampling: bool = False  # the token's log-probability after the sampling filters, and the active count
+    active_ids: bool = False  # the ids of the tokens left after the sampling filters
+    prompt_last: int = 0  # the last N prompt positions get their log-probabilities too (echo)
+
+
+@dataclass(frozen=True, slots=True)
+class TokenLogprob:
+    """One position: the chosen token under the model's distribution (`logprob`) and under the
+    distribution the sampler drew from (`sampling_logprob`, after logit bias, penalties,
+    top-k/p, min-p, temperature and the grammar)."""
+
+    token: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()  # (token, logprob), most likely first
+    sampling_logprob: float | None = None
+    active_count: int | None = None  # tokens the sampler could still draw
+    active_ids: np.ndarray | None = None  # their ids (uint32, ascending); None above MASK_LIST_LIMIT
+
+
 @dataclass(frozen=True, slots=True)
 class GenerationJob:
     prompts: tuple[PromptSpec, ...]
@@ -73,6 +104,11 @@ class GenerationJob:
     grammar: CompiledGrammar | None = None  # every choice's output must be a sentence of it
     special_text: bool = False  # special tokens' text goes out too (chat formats whose markers are special tokens)
     reasoning_budget: ReasoningBudget | None = None
+    logprobs: LogprobOptions | None = None
+    # Tokens the output is expected to repeat (`speculation` / `prediction`): drafted and checked
+    # several at a time, keeping what the model would have chosen anyway.
+    draft: tuple[int, ...] = ()
+    priority: bool = False  # `service_tier: priority`: waits for a slot ahead of the others
 
     @property
     def choice_count(self) -> int:
@@ -83,7 +119,18 @@ class GenerationJob:
 class TextDelta:
     choice: int
     text: str
-    token: int
+    token: int  # -1: text held back (for a stop sequence) released at the end
+    logprob: TokenLogprob | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PromptLogprobs:
+    """The log-probabilities of prompt positions `start`.. (the first prompt token has none).
+    Sent for the first choice of each prompt, before its first token."""
+
+    choice: int
+    start: int
+    entries: tuple[TokenLogprob | None, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +140,9 @@ class ChoiceFinished:
     prompt_tokens: int
     completion_tokens: int
     cached_tokens: int
+    draft_tokens: int = 0  # drafted tokens checked by the model
+    draft_accepted: int = 0  # of which kept
+    first_token_at: float | None = None  # time.perf_counter() when the choice's first token was sampled
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +150,7 @@ class JobFailed:
     error: Exception
 
 
-Event = TextDelta | ChoiceFinished | JobFailed
+Event = TextDelta | PromptLogprobs | ChoiceFinished | JobFailed
 
 
 @dataclass(eq=False)
@@ -129,6 +179,24 @@ class JobHandle:
         """Runs on the event loop (scheduled by the engine's notifier thread)."""
         self._events.extend(events)
         self._ready.set()
+
+    async def next_events(self, timeout: float | None = None) -> list[Event] | None:
+        """The events that arrived since the last call, waiting for some (at most `timeout`
+        seconds: then maybe none); None once the job was cancelled."""
+        if not self._events and not self.cancelled:
+            if timeout is None:
+                await self._ready.wait()
+            else:
+                try:
+                    await asyncio.wait_for(self._ready.wait(), timeout)
+                except TimeoutError:
+                    pass
+        self._ready.clear()
+        if self.cancelled:
+            return None
+        events = list(self._events)
+        self._events.clear()
+        return events
 
     async def events(self) -> AsyncIterator[Event]:
         """Yield events until every choice finished, the job failed or it was cancelled."""

@@ -153,6 +153,16 @@ class LlamaModel:
             n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
         return buffer.raw[:n]
 
+    def token_piece(self, token: int, *, special: bool = True) -> bytes:
+        """The bytes of one token's piece, like `token_bytes` but safe from any thread: each call
+        has a buffer of its own (the event loop renders logprobs while the scheduler decodes)."""
+        buffer = ctypes.create_string_buffer(32)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        if n < 0:
+            buffer = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
+        return buffer.raw[:n]
+
     def detokenize(self, tokens: list[int], *, special: bool = True) -> str:
         if not tokens:
             return ""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import ctypes
 import random
+from dataclasses import dataclass
 
 import llama_cpp
 import numpy as np
 
 from backends.grammar import CompiledGrammar, GrammarState
-from backends.jobs import SamplingParams
+from backends.jobs import MASK_LIST_LIMIT, SamplingParams
 
 NO_TOKEN = -1  # what `sample` returns when the grammar leaves nothing to sample
 _NEG_INF = float("-inf")
@@ -46,10 +47,23 @@ class Candidates:
         self.array.size, self.array.selected, self.array.sorted = len(self._ids), -1, False
         return self.array
 
+    def active(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and logits of the tokens a chain left drawable (finite logits in its window)."""
+        kept = self.data[: self.array.size]
+        drawable = kept[kept["logit"] > _NEG_INF]
+        return drawable["id"], drawable["logit"]
+
     def selected(self) -> int:
         """The token the chain selected, or NO_TOKEN when it had only rejected tokens to pick."""
         row = self.data[self.array.selected]
         return NO_TOKEN if row["logit"] == _NEG_INF else int(row["id"])
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingView:
+    logprob: float | None  # the drawn token under the distribution after the filters
+    active_count: int
+    active_ids: np.ndarray | None
 
 
 class SamplerChain:
@@ -65,8 +79,8 @@ class SamplerChain:
     own sampler does), so constrained decoding stays close to free decoding in speed.
     """
 
-    __slots__ = ("handle", "_greedy", "_n_vocab", "_bias_tokens", "_bias_values", "_grammar", "_candidates",
-                 "_eog")
+    __slots__ = ("handle", "_greedy", "_point_mass", "_n_vocab", "_bias_tokens", "_bias_values", "_grammar",
+                 "_candidates", "_eog")
 
     def __init__(
         self,
@@ -86,7 +100,8 @@ class SamplerChain:
         if params.ignore_eos:
             bias.extend((token, float("-inf")) for token in eog_tokens)
         self._n_vocab = n_vocab
-        self._greedy = params.temperature <= 0.0 and not params.uses_penalties and params.mirostat_target is None
+        self._point_mass = params.temperature <= 0.0 and params.mirostat_target is None  # always the best token
+        self._greedy = self._point_mass and not params.uses_penalties
         if grammar is not None:
             if candidates is None:
                 raise ValueError("sampling under a grammar needs a candidate array")
@@ -140,6 +155,35 @@ class SamplerChain:
         if not self._greedy:
             return llama_cpp.llama_sampler_sample(self.handle, ctx, output_index)
         return int(self._biased_logits(ctx, output_index).argmax())
+
+    def sample_observed(self, ctx: llama_cpp.llama_context_p, output_index: int,
+                        with_ids: bool) -> tuple[int, SamplingView]:
+        """`sample`, and what the sampler drew from: the token's log-probability after the filters,
+        how many tokens were drawable, and (`with_ids`) which. Under a grammar, the grammar is
+        applied before the draw so that the view is exact (the plain path checks after)."""
+        if self._point_mass:
+            token = self.sample(ctx, output_index)
+            ids = np.array([token], dtype=np.uint32) if with_ids and token != NO_TOKEN else None
+            return token, SamplingView(0.0, 1, ids)
+        candidates = self._candidates
+        assert candidates is not None, "observed sampling needs a candidate array"
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output_index), shape=(self._n_vocab,))
+        array = candidates.fill(logits)
+        if self._grammar is not None:
+            self._grammar.constrain(array)
+        llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(array))
+        token = candidates.selected()
+        if token == NO_TOKEN:
+            return token, SamplingView(None, 0, None)
+        ids, kept_logits = candidates.active()
+        top = kept_logits.max()
+        log_total = float(top + np.log(np.exp(kept_logits - top).sum(dtype=np.float64)))
+        chosen = float(candidates.data["logit"][array.selected]) - log_total
+        listed = np.sort(ids).astype(np.uint32) if with_ids and len(ids) <= MASK_LIST_LIMIT else None
+        llama_cpp.llama_sampler_accept(self.handle, token)
+        if self._grammar is not None and token not in self._eog:
+            self._grammar.accept(token)
+        return token, SamplingView(chosen, len(ids), listed)
 
     def _biased_logits(self, ctx: llama_cpp.llama_context_p, output_index: int) -> np.ndarray:
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output_index), shape=(self._n_vocab,))

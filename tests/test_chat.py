@@ -78,12 +78,12 @@ def test_unknown_role_is_400(http, server):
     assert "wizard" in response.json()["error"]["message"]
 
 
-def test_image_parts_are_not_supported_yet(http, server):
+def test_image_parts_on_a_text_only_model_are_400(http, server):
     content = [{"type": "text", "text": "What is this?"},
                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     response = chat(http, server.model, messages=[{"role": "user", "content": content}])
     assert response.status_code == 400
-    assert response.json()["error"]["message"] == "not supported yet: messages[0].content[1].image_url"
+    assert response.json()["error"]["message"] == "this model does not accept images: messages[0].content[1] is image_url"
 
 
 def test_messages_are_required(http, server):

@@ -64,8 +64,8 @@ def test_openai_errors_map_to_sdk_exceptions(openai_client, server):
         openai_client.chat.completions.create(model="missing", messages=QUESTION)
     with pytest.raises(openai.UnprocessableEntityError):
         openai_client.chat.completions.create(model=server.model, messages=QUESTION, temperature=9)
-    with pytest.raises(openai.BadRequestError, match="not supported yet: logprobs"):
-        openai_client.chat.completions.create(model=server.model, messages=QUESTION, logprobs=True)
+    with pytest.raises(openai.BadRequestError, match="top_logprobs must be between 0 and 5"):
+        openai_client.chat.completions.create(model=server.model, messages=QUESTION, logprobs=True, top_logprobs=9)
 
 
 def test_openai_models_list(openai_client, server):

@@ -64,44 +64,40 @@ def test_required_fields_are_422(http, server, path, missing):
     assert item["loc"] == ["body", missing] and item["type"] == "missing"
 
 
-NOT_YET = [
-    ("raw_output", True, "raw_output"),
-    ("perf_metrics_in_response", True, "perf_metrics_in_response"),
-    ("logprobs", True, "logprobs"),
-    ("logprobs", 2, "logprobs"),
-    ("top_logprobs", 2, "top_logprobs"),
-    ("sampling_mask", "count", "sampling_mask"),
-    ("echo_last", 3, "echo_last"),
-    ("speculation", "draft text", "speculation"),
-    ("prediction", {"type": "content", "content": "x"}, "prediction"),
-    ("return_token_ids", True, "return_token_ids"),
-]
-NOT_YET_COMPLETIONS = [
-    ("reasoning_effort", "low", "reasoning_effort"),
-    ("reasoning_history", "preserved", "reasoning_history"),
-    ("thinking", {"type": "enabled"}, "thinking"),
-]
-NOT_YET_CHAT = [
-    ("prompt_truncate_len", 100, "prompt_truncate_len"),
-    ("safe_tokenization", True, "safe_tokenization"),
-    ("echo", True, "echo"),
+OUT_OF_RANGE = [
+    ({"logprobs": 6}, "logprobs", "between 0 and 5"),
+    ({"logprobs": -1}, "logprobs", "between 0 and 5"),
+    ({"logprobs": True, "top_logprobs": 6}, "top_logprobs", "between 0 and 5"),
+    ({"top_logprobs": 2}, "top_logprobs", "needs logprobs"),
+    ({"logprobs": 2, "sampling_mask": "count"}, "sampling_mask", "logprobs: true"),
+    ({"echo_last": -1}, "echo_last", "0 or more"),
+    ({"echo": True, "echo_last": 2}, "echo_last", "not both"),
+    ({"speculation": "a", "prediction": "b"}, "prediction", "not both"),
+    ({"speculation": [10**9]}, "speculation", "outside the vocabulary"),
 ]
 
 
-@pytest.mark.parametrize(("field", "value", "name"), NOT_YET)
+@pytest.mark.parametrize(("fields", "param", "words"), OUT_OF_RANGE)
 @pytest.mark.parametrize("path", [COMPLETIONS, CHAT])
-def test_fields_for_later_are_400_not_supported_yet(http, server, path, field, value, name):
+def test_output_options_that_contradict_or_exceed_limits_are_400(http, server, path, fields, param, words):
     base = {"model": server.model, "prompt": "x"} if path == COMPLETIONS else {"model": server.model, "messages": MESSAGES}
-    response = http.post(path, json={**base, field: value})
+    response = http.post(path, json={**base, **fields})
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["message"] == f"not supported yet: {name}"
+    error = response.json()["error"]
+    assert error["param"] == param and words in error["message"], error
 
 
-@pytest.mark.parametrize(("field", "value", "name"), NOT_YET_COMPLETIONS)
-def test_completion_fields_for_later_are_400_not_supported_yet(http, server, field, value, name):
-    response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", field: value})
+@pytest.mark.parametrize(("fields", "param", "words"), [
+    ({"reasoning_history": "preserved"}, "reasoning_history", "prompt as written"),
+    ({"reasoning_effort": "low"}, "reasoning_effort", "no reasoning"),
+    ({"thinking": {"type": "enabled"}}, "thinking", "no reasoning"),
+    ({"images": ["data:image/png;base64,AAAA"]}, "images", "does not accept images"),
+])
+def test_completion_fields_that_cannot_apply_say_why(http, server, fields, param, words):
+    response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", **fields})
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["message"] == f"not supported yet: {name}"
+    error = response.json()["error"]
+    assert error["param"] == param and words in error["message"], error
 
 
 @pytest.mark.parametrize(("effort", "word"), [("low", "low"), (2048, "2048"), (True, "true")])
@@ -119,17 +115,18 @@ def test_reasoning_off_on_a_model_without_reasoning_is_fine(http, server):
         assert response.status_code == 200, (fields, response.text)
 
 
-@pytest.mark.parametrize(("field", "value", "name"), NOT_YET_CHAT)
-def test_chat_fields_for_later_are_400_not_supported_yet(http, server, field, value, name):
-    response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, field: value})
+@pytest.mark.parametrize(("fields", "param", "words"), [
+    ({"prompt_truncate_len": 0}, "prompt_truncate_len", "1 or more"),
+    ({"prompt_token_ids": [1, 2], "messages": None, "safe_tokenization": True}, "safe_tokenization", "no text"),
+    ({"prompt_token_ids": [1, 2], "messages": None, "prompt_truncate_len": 10}, "prompt_truncate_len", "evicts"),
+    ({"prompt_token_ids": [10**9], "messages": None}, "prompt_token_ids", "outside the vocabulary"),
+])
+def test_chat_prompt_options_that_cannot_apply_are_400(http, server, fields, param, words):
+    body = {"model": server.model, "messages": MESSAGES, **fields}
+    response = http.post(CHAT, json={k: v for k, v in body.items() if v is not None})
     assert response.status_code == 400, response.text
-    assert response.json()["error"]["message"] == f"not supported yet: {name}"
-
-
-def test_stream_buffering_options_are_400_not_supported_yet(http, server):
-    response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", "stream": True,
-                                            "stream_options": {"buffer_tokens": 4}})
-    assert response.json()["error"]["message"] == "not supported yet: stream_options.buffer_tokens"
+    error = response.json()["error"]
+    assert error["param"] == param and words in error["message"], error
 
 
 def test_prompt_token_ids_with_messages_is_400(http, server):

@@ -1,0 +1,189 @@
+"""What a choice carries besides its text, when the request asks: logprobs (prompt and
+completion), token ids, `raw_output`, `perf_metrics`; and the request's log line.
+
+Both endpoints, whole answers and streams, build these fields through one `ChoiceExtras` per
+request, so the rules (which shape, where offsets start, what raw output holds) live here once.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from msgspec import UNSET, UnsetType
+
+from app.generation import ChoiceResult, UsageCounter
+from app.logprobs import Entry, LogprobShaper, merge_logprobs, token_texts
+from app.normalize import OutputOptions
+from app.perf_metrics import RequestClock, perf_headers, perf_metrics
+from app.response_types import ChoiceLogprobs, NewLogProbs, RawOutput
+from app.stream_buffer import Piece
+from backends.jobs import GenerationJob
+from backends.registry import ServedModel
+
+log = logging.getLogger("fireside.requests")
+
+Fragments = list[str | int]
+
+
+@dataclass
+class _Streamed:
+    """A streamed choice's tokens so far, for its `raw_output` at the end."""
+
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[Entry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RequestLog:
+    """What the request log line shows besides counts: `metadata` and `user`, as given."""
+
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+
+
+@dataclass
+class ChoiceExtras:
+    options: OutputOptions
+    served: ServedModel
+    job: GenerationJob
+    clock: RequestClock
+    fragments: list[Fragments]  # per prompt: what `raw_output.prompt_fragments` shows
+    echo_offsets: list[int] | None  # per choice: where the completion's text starts (after the echo)
+    grammar_text: str | None
+    request_log: RequestLog
+    shaper: LogprobShaper | None = None
+    raw_shaper: LogprobShaper | None = None
+    streamed: dict[int, _Streamed] = field(default_factory=dict)
+    _offsets_started: set[int] = field(default_factory=set)
+
+    @classmethod
+    def for_job(cls, options: OutputOptions, served: ServedModel, job: GenerationJob, clock: RequestClock, *,
+                request_log: RequestLog, fragments: list[Fragments],
+                echo_offsets: list[int] | None = None) -> ChoiceExtras:
+        extras = cls(options, served, job, clock, fragments, echo_offsets,
+                     job.grammar.text if job.grammar is not None else None, request_log)
+        if options.logprobs is not None:
+            texts = token_texts(served.model)
+            extras.shaper = LogprobShaper(texts, legacy=options.legacy_logprobs, top=options.top_logprobs,
+                                          mask=options.sampling_mask, special_text=job.special_text)
+            if options.raw_output:
+                extras.raw_shaper = LogprobShaper(texts, legacy=False, top=options.top_logprobs,
+                                                  mask=options.sampling_mask, special_text=job.special_text)
+        return extras
+
+    @property
+    def choice_count(self) -> int:
+        return self.job.choice_count
+
+    @property
+    def scores_prompt(self) -> bool:
+        """Echoed prompts come with log-probabilities (sent when the engine has scored them)."""
+        return self.options.logprobs is not None and self.options.logprobs.prompt_last > 0
+
+    @property
+    def token_ids_wanted(self) -> bool:
+        return self.options.token_ids
+
+    @property
+    def per_token(self) -> bool:
+        """Chunks carry something for every token, even while its text is held back."""
+        return self.options.token_ids or self.options.internal_content or self.shaper is not None
+
+    def _prompt_tokens(self, choice: int) -> list[int]:
+        return list(self.job.prompts[choice // self.job.n].tokens)
+
+    # ---- logprobs ---------------------------------------------------------------------------
+
+    def prompt_logprobs(self, choice: int, entries: list[Entry]) -> ChoiceLogprobs:
+        """The echoed prompt's positions; the completion's offsets then start after the echo."""
+        if self.shaper is None:
+            return None
+        self.shaper.set_offset(choice, 0)
+        shaped = self.shaper.shape(choice, entries, special_text=True)
+        self._start_completion(choice)
+        return shaped
+
+    def logprobs(self, choice: int, entries: list[Entry]) -> ChoiceLogprobs:
+        if self.shaper is None:
+            return None
+        if choice not in self._offsets_started:
+            self._start_completion(choice)
+        return self.shaper.shape(choice, entries)
+
+    def _start_completion(self, choice: int) -> None:
+        assert self.shaper is not None
+        self.shaper.set_offset(choice, self.echo_offsets[choice] if self.echo_offsets else 0)
+        self._offsets_started.add(choice)
+
+    def whole_logprobs(self, choice: int, result: ChoiceResult) -> ChoiceLogprobs:
+        if self.shaper is None:
+            return None
+        prompt = self.prompt_logprobs(choice, result.prompt_logprobs) if result.prompt_logprobs else None
+        return merge_logprobs(prompt, self.logprobs(choice, result.logprobs))
+
+    # ---- token ids ----------------------------------------------------------------------------
+
+    def prompt_ids(self, choice: int) -> list[int] | UnsetType:
+        return self._prompt_tokens(choice) if self.options.token_ids else UNSET
+
+    def token_ids(self, tokens: list[int]) -> list[int] | UnsetType:
+        return tokens if self.options.token_ids else UNSET
+
+    # ---- raw output ----------------------------------------------------------------------------
+
+    def observe(self, choice: int, piece: Piece) -> None:
+        """Keep a streamed choice's tokens for its raw output (only when asked for)."""
+        if self.options.raw_output:
+            streamed = self.streamed.setdefault(choice, _Streamed())
+            streamed.tokens.extend(piece.tokens)
+            streamed.logprobs.extend(piece.logprobs)
+
+    def raw_output(self, choice: int, tokens: list[int], entries: list[Entry]) -> RawOutput | UnsetType:
+        if not self.options.raw_output:
+            return UNSET
+        completion_logprobs = None
+        if self.raw_shaper is not None:
+            shaped = self.raw_shaper.shape(choice, entries)
+            assert isinstance(shaped, NewLogProbs)
+            completion_logprobs = shaped
+        return RawOutput(
+            prompt_fragments=self.fragments[choice // self.job.n],
+            prompt_token_ids=self._prompt_tokens(choice),
+            completion=self.served.model.detokenize(tokens, special=True),
+            completion_token_ids=tokens,
+            completion_logprobs=completion_logprobs,
+            grammar=self.grammar_text,
+        )
+
+    def whole_raw_output(self, choice: int, result: ChoiceResult) -> RawOutput | UnsetType:
+        return self.raw_output(choice, result.tokens, result.logprobs)
+
+    def stream_raw_output(self, choice: int) -> RawOutput | UnsetType:
+        streamed = self.streamed.pop(choice, _Streamed())
+        return self.raw_output(choice, streamed.tokens, streamed.logprobs)
+
+    # ---- perf metrics and the request log ------------------------------------------------------
+
+    def perf(self, counter: UsageCounter) -> dict[str, object]:
+        return perf_metrics(self.clock, counter, len(self.job.draft))
+
+    def stream_perf(self, counter: UsageCounter) -> dict[str, object] | UnsetType:
+        return self.perf(counter) if self.options.perf_in_body else UNSET
+
+    def body_perf(self, metrics: dict[str, object]) -> dict[str, object] | UnsetType:
+        return metrics if self.options.perf_in_body else UNSET
+
+    @staticmethod
+    def headers(metrics: dict[str, object]) -> dict[str, str]:
+        return perf_headers(metrics)
+
+    def log_request(self, response_id: str, counter: UsageCounter) -> None:
+        if not log.isEnabledFor(logging.INFO):
+            return
+        metadata, user = self.request_log.metadata, self.request_log.user
+        log.info("request %s model=%s prompt_tokens=%d cached_tokens=%d completion_tokens=%d seconds=%.3f%s%s",
+                 response_id, self.served.id, counter.prompt_tokens, counter.cached_tokens,
+                 counter.completion_tokens, (self.clock.finished or self.clock.started) - self.clock.started,
+                 f" user={user!r}" if user is not None else "",
+                 f" metadata={metadata!r}" if metadata else "")

@@ -1,0 +1,12 @@
+"""Server-wide settings of the HTTP API (from the command line)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DEFAULT_MAX_LOGPROBS = 5
+
+
+@dataclass(frozen=True)
+class ApiSettings:
+    max_logprobs: int = DEFAULT_MAX_LOGPROBS  # most alternatives per position `logprobs` may ask for

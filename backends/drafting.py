@@ -1,0 +1,78 @@
+"""Drafts from a predicted output (`speculation` / `prediction`), prompt-lookup style.
+
+The prediction is usually the text being edited: the output follows it for long stretches and
+departs from it at the edits. The drafter follows the prediction while the output does; after a
+departure it finds where the latest output tokens occur in the prediction and drafts from there.
+How many tokens it drafts grows while drafts are accepted whole and shrinks when they are not,
+so a poor prediction costs little.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+# Checking k drafted tokens costs a (k + 1)-token decode; on a CPU a 2- or 3-token batch costs
+# about as much as decoding its tokens one by one, so short drafts gain nothing.
+MIN_DRAFT = 4
+# Wider batches decode faster per token up to about 32 tokens on CPUs; llama.cpp's CPU kernels
+# also give bit-identical logits per row only below about 64 rows, and greedy output must not
+# change with drafting.
+MAX_DRAFT = 32
+RESYNC_CONTEXT = 8  # output tokens compared when looking for the place in the prediction
+MIN_RESYNC_MATCH = 3  # fewer matching tokens (a line break, a common word) find wrong places
+
+
+class Drafter:
+    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size")
+
+    def __init__(self, predicted: tuple[int, ...], size: int = MAX_DRAFT):
+        self._predicted = predicted
+        self._positions: dict[int, list[int]] = defaultdict(list)
+        for i, token in enumerate(predicted):
+            self._positions[token].append(i)
+        self._output: list[int] = []
+        self._next: int | None = 0  # index in the prediction the output is expected to follow with
+        self._size = size
+
+    def propose(self, limit: int) -> tuple[int, ...]:
+        """The next tokens the output is expected to have (at most `limit`)."""
+        if self._next is None:
+            return ()
+        count = min(self._size, limit)
+        return self._predicted[self._next:self._next + count]
+
+    def observe(self, token: int) -> None:
+        """The output's next token."""
+        self._output.append(token)
+        at = self._next
+        if at is not None and at < len(self._predicted) and self._predicted[at] == token:
+            self._next = at + 1
+        else:
+            self._next = self._resync(at)
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        """Adapt the draft size to how the last draft fared: a whole draft kept doubles it, a
+        departure makes the next draft as long as the part that was kept."""
+        if accepted == drafted:
+            self._size = min(self._size * 2, MAX_DRAFT)
+        else:
+            self._size = max(MIN_DRAFT, accepted)
+
+    def _resync(self, previous: int | None) -> int | None:
+        """Where the prediction continues the output's latest tokens: the longest match of the
+        output's tail (at least MIN_RESYNC_MATCH tokens), preferring the first place after
+        where the output was; None when the tail occurs nowhere."""
+        output, predicted = self._output, self._predicted
+        best_length, best_end = 0, None
+        for i in self._positions.get(output[-1], ()):
+            length = 1
+            while (length < RESYNC_CONTEXT and length < len(output) and i - length >= 0
+                   and predicted[i - length] == output[-1 - length]):
+                length += 1
+            ahead = previous is None or i >= previous
+            best_ahead = best_end is not None and (previous is None or best_end - 1 >= previous)
+            if length > best_length or (length == best_length and ahead and not best_ahead):
+                best_length, best_end = length, i + 1
+        if best_end is None or best_length < MIN_RESYNC_MATCH:
+            return None
+        return best_end
