@@ -14,20 +14,21 @@ from msgspec import UNSET, UnsetType
 
 from app.chat_formats import chat_format
 from app.choice_extras import ChoiceExtras, RequestLog
-from app.errors import BadRequest, NotSupportedYet
+from app.errors import BadRequest
 from app.generation import (
     StreamOptions,
     UsageCounter,
     collect,
     new_id,
     now,
-    resolve_model,
+    acquire_model,
     sse_response,
     submit,
 )
 from app.logprobs import Entry
 from app.normalize import (
     ECHO_ALL,
+    answer_grammar,
     NO_IMAGES,
     ReasoningFirst,
     cache_keys,
@@ -47,7 +48,7 @@ from app.normalize import (
 )
 from app.perf_metrics import RequestClock
 from app.reasoning_controls import prompt_reasoning_budget, reasoning_controls
-from app.request_types import ChatCompletionRequest, ChatMessage
+from app.request_types import ChatCompletionRequest, ChatMessage, ResponseFormat
 from app.response_types import (
     AssistantMessage,
     ChatChoice,
@@ -69,7 +70,8 @@ from backends.grammar import CompiledGrammar
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
 from backends.reasoning_budget import ReasoningBudget
-from backends.registry import ModelRegistry, ServedModel
+from backends.registry import Lease, ModelRegistry, ServedModel
+from grammars.gbnf import prefix_rules
 from grammars.reasoning_prefix import OPTIONAL_ROOT, with_free_text_first
 from grammars.schema_errors import SchemaError
 from templates.chat_format import ChatFormat
@@ -78,7 +80,11 @@ from templates.chat_template import TemplateRenderError
 from templates.families import ChannelFamily
 from templates.prompt_fragments import fragment_tokens, special_vocab
 from templates.reasoning import ReasoningError, ReasoningRequest
-from templates.safe_prompt import RenderedPrompt, SafeTokenizationError, prompt_from_render
+from templates.safe_prompt import (
+    RenderedPrompt,
+    SafeTokenizationError,
+    prompt_from_render,
+)
 from templates.truncation import Truncation, truncate_conversation
 
 log = logging.getLogger("fireside.chat")
@@ -118,10 +124,15 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return rendered
 
 
-def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: ReasoningFirst | None) -> CompiledGrammar:
+FORMAT_PREFIX = "fireside-format-"
+EITHER_ROOT = "fireside-either"
+
+
+def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: ReasoningFirst | None,
+                 response_format: ResponseFormat | None = None) -> CompiledGrammar:
     """The grammar that makes the answer a call (or calls) of the allowed tools, in the model's own
     syntax, with arguments valid under each tool's `parameters` (`auto`: text may come instead,
-    or before the calls)."""
+    or before the calls; with a `response_format`, the answer that is not a call follows it)."""
     allowed = [tool for tool in tools.tools if tool["function"]["name"] in tools.allowed]
     try:
         text = chat.tool_syntax.call_grammar(allowed, parallel=tools.parallel)
@@ -129,6 +140,12 @@ def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, room: R
         raise BadRequest(f"tools: {error}", param="tools") from None
     if tools.mode == "required":
         return compile_grammar(served, text, room, param="tools")
+    answer = answer_grammar(response_format, room) if response_format is not None else None
+    if answer is not None:
+        # auto: the calls, or an answer in the requested format (each grammar keeps its own rules)
+        text = (f"{text.rstrip()}\n{prefix_rules(answer.text, FORMAT_PREFIX).rstrip()}\n"
+                f"{EITHER_ROOT} ::= root | {FORMAT_PREFIX}{answer.root}\n")
+        return compile_grammar(served, text, room, param="response_format", root=EITHER_ROOT)
     # auto: text, or text and then calls; once the model writes the opener, the call must be valid
     text = with_free_text_first(text, opener=chat.tool_syntax.opener)
     return compile_grammar(served, text, room, param="tools", root=OPTIONAL_ROOT)
@@ -141,7 +158,9 @@ def reasoning_first(chat: ChatFormat, prompt: str) -> ReasoningFirst | None:
         return None
     if isinstance(family, ChannelFamily) and not family.answer_opener:
         # the answer follows a channel header that this family does not describe
-        raise NotSupportedYet(f"response_format or tools together with {family.name}'s reasoning channels")
+        raise BadRequest(f"{family.name} writes its answer after a channel header that Fireside cannot predict, so "
+                         "its answer cannot be constrained: response_format and tools are refused for this "
+                         "model's reasoning channels", param="response_format")
     assert family.reasoning_end is not None
     return ReasoningFirst(None if family.opens_reasoning(prompt) else family.reasoning_start, family.reasoning_end,
                           family.after_reasoning, family.answer_opener)
@@ -286,7 +305,6 @@ class ChatStreamShape:
         perf: dict[str, object] | UnsetType = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
-            self.extras.log_request(self.id, counter)
         return [*rest, self._chunk([final], perf=perf)]
 
     def usage(self, usage: UsageInfo) -> ChatCompletionStreamResponse:
@@ -330,7 +348,17 @@ async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings,
     clock = RequestClock()
     request = decode_request(body, ChatCompletionRequest)
     check_meaning(request)
-    served = resolve_model(registry, request.model)
+    lease = await acquire_model(registry, request.model)
+    try:
+        return await _chat(lease, request, settings, receive, clock)
+    except BaseException:
+        lease.release()  # a stream releases it when it ends; anything else ends here
+        raise
+
+
+async def _chat(lease: Lease, request: ChatCompletionRequest, settings: ApiSettings, receive: Receive,
+                clock: RequestClock) -> Response | Stream:
+    served = lease.served
     model = served.model
     options = output_options(request, settings.max_logprobs)
     safe = _safe_tokenization(request)
@@ -349,23 +377,21 @@ async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings,
                      request.prompt_truncate_len, prompt.truncation.evicted, prompt.truncation.system_tokens_cut)
     tokens = prompt.tokens
     max_tokens = fit_max_tokens(
-        len(tokens), requested_max_tokens(request), None, served.engine.ctx_size,
+        len(tokens), requested_max_tokens(request, served.defaults), None, served.engine.ctx_size,
         request.context_length_exceeded_behavior,
     )
     wants_grammar = request.response_format is not None and request.response_format.type != "text"
-    if shown_tools is not None and wants_grammar:
-        raise BadRequest("response_format together with tools: give one of them (a tool's parameters schema "
-                         "shapes its arguments)", param="response_format")
     if tools is not None and tools.mode != "none":
-        grammar = await asyncio.to_thread(call_grammar, served, chat, tools, reasoning_first(chat, prompt.text))
+        room = reasoning_first(chat, prompt.text)
+        grammar = await asyncio.to_thread(call_grammar, served, chat, tools, room, request.response_format)
     else:
         room = reasoning_first(chat, prompt.text) if wants_grammar else None
         grammar = await output_grammar(request, served, room)
     job = GenerationJob(
         prompts=(PromptSpec(tuple(tokens), max_tokens),),
         n=request.n,
-        sampling=sampling_params(request, model.n_vocab),
-        stop=stop_sequences(request),
+        sampling=sampling_params(request, model.n_vocab, served.defaults),
+        stop=stop_sequences(request, served.defaults),
         cache=cache_keys(request),
         stream=bool(request.stream),
         grammar=grammar,
@@ -387,9 +413,12 @@ async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings,
     tool_names = set(tools.allowed) if tools is not None and tools.mode != "none" else None
     if request.stream:
         shape = ChatStreamShape(response_id, created, request.model, chat, prompt.text, tool_names, extras, echoes)
-        return sse_response(handle, shape, StreamOptions(include_usage(request), stream_buffer(request)), clock)
-    results, counter = await collect(handle, receive, clock)
-    extras.log_request(response_id, counter)
+        return sse_response(handle, shape, StreamOptions(include_usage(request), stream_buffer(request)), clock,
+                            on_close=lease.release)
+    try:
+        results, counter = await collect(handle, receive, clock)
+    finally:
+        lease.release()
     choices = []
     for i, result in enumerate(results):
         message, output = _message(chat, prompt.text, result.text, tool_names)

@@ -17,7 +17,7 @@ from app.generation import (
     collect,
     new_id,
     now,
-    resolve_model,
+    acquire_model,
     sse_response,
     submit,
 )
@@ -52,7 +52,7 @@ from app.settings import ApiSettings
 from app.stream_buffer import Piece
 from backends.jobs import GenerationJob, PromptSpec
 from backends.llama_model import LlamaModel
-from backends.registry import ModelRegistry
+from backends.registry import Lease, ModelRegistry
 
 # OpenAI's (and Fireworks') default for the legacy completions endpoint.
 DEFAULT_MAX_TOKENS = 16
@@ -133,7 +133,7 @@ class CompletionStreamShape:
 
     def piece(self, choice: int, piece: Piece) -> list[CompletionStreamResponse]:
         extras = self.extras
-        if not piece.text and not extras.per_token:
+        if not piece.text and not (extras.per_token and piece.tokens):
             return []
         extras.observe(choice, piece)
         logprobs = extras.logprobs(choice, piece.logprobs)
@@ -145,7 +145,6 @@ class CompletionStreamShape:
         perf = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
-            self.extras.log_request(self.id, counter)
         return [self._chunk([final], perf=perf)]
 
     def usage(self, usage: UsageInfo) -> CompletionStreamResponse:
@@ -157,11 +156,21 @@ async def create_completion(registry: ModelRegistry, settings: ApiSettings, body
     clock = RequestClock()
     request = decode_request(body, CompletionRequest)
     check_meaning(request)
-    served = resolve_model(registry, request.model)
+    lease = await acquire_model(registry, request.model)
+    try:
+        return await _complete(lease, request, settings, receive, clock)
+    except BaseException:
+        lease.release()  # a stream releases it when it ends; anything else ends here
+        raise
+
+
+async def _complete(lease: Lease, request: CompletionRequest, settings: ApiSettings, receive: Receive,
+                    clock: RequestClock) -> Response | Stream:
+    served = lease.served
     model = served.model
     options = output_options(request, settings.max_logprobs)
     prompts = prompt_tokens(request.prompt, model)
-    requested = requested_max_tokens(request)
+    requested = requested_max_tokens(request, served.defaults)
     grammar = await output_grammar(request, served)
     draft = draft_tokens(request, model)
     budget = completion_reasoning_budget(
@@ -176,8 +185,8 @@ async def create_completion(registry: ModelRegistry, settings: ApiSettings, body
             for prompt in prompts
         ),
         n=request.n,
-        sampling=sampling_params(request, model.n_vocab),
-        stop=stop_sequences(request),
+        sampling=sampling_params(request, model.n_vocab, served.defaults),
+        stop=stop_sequences(request, served.defaults),
         cache=cache_keys(request),
         stream=bool(request.stream),
         grammar=grammar,
@@ -200,9 +209,11 @@ async def create_completion(registry: ModelRegistry, settings: ApiSettings, body
     if request.stream:
         shape = CompletionStreamShape(response_id, created, request.model, extras, echoes)
         stream_options = StreamOptions(include_usage(request), stream_buffer(request))
-        return sse_response(handle, shape, stream_options, clock)
-    results, counter = await collect(handle, receive, clock)
-    extras.log_request(response_id, counter)
+        return sse_response(handle, shape, stream_options, clock, on_close=lease.release)
+    try:
+        results, counter = await collect(handle, receive, clock)
+    finally:
+        lease.release()
     choices = [_choice(i, result, extras, echoes[i] if echoes else "") for i, result in enumerate(results)]
     perf = extras.perf(counter)
     return Response(CompletionResponse(response_id, created, request.model, choices, counter.usage(),

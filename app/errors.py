@@ -40,13 +40,6 @@ class BadRequest(ApiError):
     """The request is well-formed but means something we refuse (400)."""
 
 
-class NotSupportedYet(BadRequest):
-    """A spec field that Fireside decodes and validates but does not honour yet."""
-
-    def __init__(self, field: str):
-        super().__init__(f"not supported yet: {field}", param=field, code="not_supported")
-
-
 class ModelNotFound(ApiError):
     status_code = 404
     error_type = "not_found_error"

@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,11 +22,20 @@ from litestar.types import Receive
 from app.errors import ApiError, EngineFailure, ModelNotFound, TooManyRequests
 from app.logprobs import Entry
 from app.perf_metrics import RequestClock
+from app.request_log import note_error, note_job, note_model, note_response_id, output_parts, track
 from app.response_types import UsageInfo
 from app.stream_buffer import BufferPolicy, ChunkBuffer, Piece
 from backends.engine import QueueFull
-from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, JobHandle, PromptLogprobs, TextDelta
-from backends.registry import ModelRegistry, ServedModel
+from backends.jobs import (
+    ChoiceFinished,
+    GenerationJob,
+    JobFailed,
+    JobHandle,
+    PromptLogprobs,
+    TextDelta,
+)
+from backends.llama_model import ModelLoadError
+from backends.registry import Lease, ModelRegistry, ServedModel
 
 log = logging.getLogger("fireside.requests")
 
@@ -36,21 +45,30 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 def submit(served: ServedModel, job: GenerationJob) -> JobHandle:
+    note_job(served, job)
     try:
         return served.engine.submit(job)
     except QueueFull as full:
         raise TooManyRequests(str(full), full.retry_after) from None
 
 
-def resolve_model(registry: ModelRegistry, name: str) -> ServedModel:
-    served = registry.resolve(name)
-    if served is None:
+async def acquire_model(registry: ModelRegistry, name: str) -> Lease:
+    """A lease on the request's model, loading it when needed (404 for an unknown one)."""
+    note_model(name)
+    try:
+        lease = await registry.acquire(name)
+    except ModelLoadError as error:
+        raise EngineFailure(f"model {name} could not be loaded: {error}") from None
+    if lease is None:
         raise ModelNotFound(name)
-    return served
+    return lease
 
 
 def new_id(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex}"
+    """A response's id (the request log line shows it)."""
+    response_id = f"{prefix}-{uuid.uuid4().hex}"
+    note_response_id(response_id)
+    return response_id
 
 
 def now() -> int:
@@ -113,6 +131,7 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
     """Wait for every choice of a job; a client that goes away meanwhile cancels it."""
     results = [ChoiceResult() for _ in range(handle.job.choice_count)]
     counter = UsageCounter(handle.job.n)
+    track(counter, clock, [result.parts for result in results])
     watcher = asyncio.create_task(_cancel_when_client_leaves(handle, receive))
     try:
         async for event in handle.events():
@@ -161,11 +180,13 @@ class StreamOptions:
 
 
 async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
-                 clock: RequestClock) -> AsyncIterator[bytes]:
+                 clock: RequestClock, on_close: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
     """SSE lines for a job, ending with `data: [DONE]`. Leaving early cancels the job."""
     counter = UsageCounter(handle.job.n)
     buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
     remaining = handle.job.choice_count
+    outputs = output_parts(remaining)  # only with --log-prompts
+    track(counter, clock, outputs)
     try:
         for chunk in shape.opening():
             yield sse(chunk)
@@ -175,6 +196,8 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                 return  # cancelled
             for event in events:
                 if isinstance(event, TextDelta):
+                    if outputs is not None:
+                        outputs[event.choice].append(event.text)
                     if buffer is None:
                         for chunk in shape.piece(event.choice, Piece.of(event)):
                             yield sse(chunk)
@@ -196,6 +219,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                     for chunk in shape.prompt_scored(event.choice, _prompt_entries(handle, event)):
                         yield sse(chunk)
                 else:
+                    note_error(_failure(event).message)
                     yield sse(_failure(event).body())
                     yield DONE
                     return
@@ -207,11 +231,16 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
         yield DONE
     finally:
         handle.cancel()
+        if on_close is not None:
+            on_close()
 
 
 def _drain(shape: StreamShape, pieces: list[tuple[int, Piece]]) -> list[Any]:
     return [chunk for choice, piece in pieces for chunk in shape.piece(choice, piece)]
 
 
-def sse_response(handle: JobHandle, shape: StreamShape, options: StreamOptions, clock: RequestClock) -> Stream:
-    return Stream(stream(handle, shape, options, clock), media_type="text/event-stream", headers=SSE_HEADERS)
+def sse_response(handle: JobHandle, shape: StreamShape, options: StreamOptions, clock: RequestClock,
+                 on_close: Callable[[], None] | None = None) -> Stream:
+    """The SSE response; `on_close` runs when the stream ends, however it ends."""
+    return Stream(stream(handle, shape, options, clock, on_close), media_type="text/event-stream",
+                  headers=SSE_HEADERS)

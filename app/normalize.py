@@ -4,13 +4,14 @@ meaning that a schema cannot carry (400)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any, TypeVar
 
 import msgspec
 
 from app.errors import BadRequest, RequestValidationError, from_msgspec
-from app.stream_buffer import BufferPolicy
 from app.request_types import (
     ChatCompletionRequest,
     CompletionRequest,
@@ -19,6 +20,7 @@ from app.request_types import (
     ResponseFormat,
     SamplingMaskMode,
 )
+from app.stream_buffer import BufferPolicy
 from backends.grammar import CompiledGrammar, GrammarError
 from backends.jobs import CacheKeys, LogprobOptions, SamplingParams
 from backends.llama_model import LlamaModel
@@ -50,6 +52,7 @@ def decode_request(body: bytes, request_type: type[T]) -> T:
 
 # Echo the whole prompt (`echo: true`), as opposed to its last N tokens (`echo_last`).
 ECHO_ALL = -1
+_NO_DEFAULTS: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
@@ -218,14 +221,20 @@ def stream_buffer(request: GenerationFields) -> BufferPolicy | None:
     return BufferPolicy.of(options.buffer_tokens, options.buffer_ms, options.buffer_mode)
 
 
-def requested_max_tokens(request: GenerationFields) -> int | None:
-    return request.max_tokens if request.max_tokens is not None else request.max_completion_tokens
+def requested_max_tokens(request: GenerationFields, defaults: Mapping[str, Any] = _NO_DEFAULTS) -> int | None:
+    """`max_tokens` (or its alias), else the model's configured default."""
+    if request.max_tokens is not None:
+        return request.max_tokens
+    if request.max_completion_tokens is not None:
+        return request.max_completion_tokens
+    return defaults.get("max_tokens")
 
 
-def stop_sequences(request: GenerationFields) -> tuple[str, ...]:
-    if request.stop is None:
+def stop_sequences(request: GenerationFields, defaults: Mapping[str, Any] = _NO_DEFAULTS) -> tuple[str, ...]:
+    stop = request.stop if request.stop is not None else defaults.get("stop")
+    if stop is None:
         return ()
-    stops = (request.stop,) if isinstance(request.stop, str) else tuple(request.stop)
+    stops = (stop,) if isinstance(stop, str) else tuple(stop)
     return tuple(s for s in stops if s)
 
 
@@ -235,26 +244,29 @@ def cache_keys(request: GenerationFields) -> CacheKeys:
     return CacheKeys(isolation=request.prompt_cache_isolation_key, affinity=affinity)
 
 
-def sampling_params(request: GenerationFields, n_vocab: int) -> SamplingParams:
+def sampling_params(request: GenerationFields, n_vocab: int,
+                    defaults: Mapping[str, Any] = _NO_DEFAULTS) -> SamplingParams:
+    """The request's sampling fields; one it leaves out takes the model's configured default
+    (the config file's `[models.sampling]`), else the spec's."""
+    def pick(name: str, spec_default: Any) -> Any:
+        value = getattr(request, name)
+        return value if value is not None else defaults.get(name, spec_default)
+
     return SamplingParams(
-        temperature=_or(request.temperature, 1.0),
-        top_k=_or(request.top_k, 0),
-        top_p=_or(request.top_p, 1.0),
-        min_p=_or(request.min_p, 0.0),
-        typical_p=_or(request.typical_p, 1.0),
-        frequency_penalty=_or(request.frequency_penalty, 0.0),
-        presence_penalty=_or(request.presence_penalty, 0.0),
-        repetition_penalty=_or(request.repetition_penalty, 1.0),
-        mirostat_target=request.mirostat_target,
-        mirostat_lr=_or(request.mirostat_lr, 0.1),
-        seed=request.seed,
+        temperature=pick("temperature", 1.0),
+        top_k=pick("top_k", 0),
+        top_p=pick("top_p", 1.0),
+        min_p=pick("min_p", 0.0),
+        typical_p=pick("typical_p", 1.0),
+        frequency_penalty=pick("frequency_penalty", 0.0),
+        presence_penalty=pick("presence_penalty", 0.0),
+        repetition_penalty=pick("repetition_penalty", 1.0),
+        mirostat_target=pick("mirostat_target", None),
+        mirostat_lr=pick("mirostat_lr", 0.1),
+        seed=pick("seed", None),
         logit_bias=_logit_bias(request.logit_bias, n_vocab),
         ignore_eos=request.ignore_eos,
     )
-
-
-def _or(value: T | None, default: T) -> T:
-    return default if value is None else value
 
 
 def _logit_bias(bias: dict[str, float] | None, n_vocab: int) -> tuple[tuple[int, float], ...]:
@@ -322,14 +334,23 @@ async def output_grammar(request: GenerationFields, served: ServedModel,
     """The compiled grammar that `response_format` asks for, or None for free text (400 for a
     format that cannot be enforced exactly: never unconstrained output instead). A grammar
     not yet cached is converted and compiled off the event loop: a big schema takes a while."""
-    response_format = request.response_format
-    if response_format is None:
+    if request.response_format is None:
         return None
-    return await asyncio.to_thread(_compile_response_format, response_format, served, reasoning)
+    return await asyncio.to_thread(_compile_response_format, request.response_format, served, reasoning)
 
 
-def _compile_response_format(response_format: ResponseFormat, served: ServedModel,
-                             reasoning: ReasoningFirst | None) -> CompiledGrammar | None:
+@dataclass(frozen=True)
+class AnswerGrammar:
+    """The grammar of a plain answer under `response_format`: its text and root rule."""
+
+    text: str
+    root: str
+    what: str  # how errors name it
+
+
+def answer_grammar(response_format: ResponseFormat, reasoning: ReasoningFirst | None) -> AnswerGrammar | None:
+    """`response_format` as grammar text (None: free text), after the family's answer opener when
+    it has one (400 for a format that cannot be enforced exactly)."""
     try:
         text = response_format_grammar(
             response_format.type,
@@ -344,8 +365,17 @@ def _compile_response_format(response_format: ResponseFormat, served: ServedMode
     what = "grammar" if response_format.type == "grammar" else "generated grammar"
     if reasoning is not None and reasoning.answer_opener:
         text = f"{text.rstrip()}\n{ANSWER_ROOT} ::= {literal(reasoning.answer_opener)} root\n"
-        return compile_grammar(served, text, reasoning, param="response_format", what=what, root=ANSWER_ROOT)
-    return compile_grammar(served, text, reasoning, param="response_format", what=what)
+        return AnswerGrammar(text, ANSWER_ROOT, what)
+    return AnswerGrammar(text, "root", what)
+
+
+def _compile_response_format(response_format: ResponseFormat, served: ServedModel,
+                             reasoning: ReasoningFirst | None) -> CompiledGrammar | None:
+    answer = answer_grammar(response_format, reasoning)
+    if answer is None:
+        return None
+    return compile_grammar(served, answer.text, reasoning, param="response_format", what=answer.what,
+                           root=answer.root)
 
 
 def compile_grammar(served: ServedModel, text: str, reasoning: ReasoningFirst | None, *, param: str,

@@ -212,6 +212,7 @@ class ModelCard(ResponseStruct):
     owned_by: str = "fireside"
     object: str = "model"
     context_length: int | UnsetType = UNSET
+    loaded: bool | UnsetType = UNSET  # in memory now (models load on first use and unload when idle)
 
 
 class ModelList(ResponseStruct):

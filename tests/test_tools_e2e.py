@@ -126,3 +126,24 @@ def test_auto_answers_in_text_or_with_a_valid_call(server) -> None:
             for call in message["tool_calls"]:
                 valid_call(call)
         assert "<tool_call>" not in (message["content"] or "")  # an opener is always a (valid) call
+
+
+ANSWER_SCHEMA = {"type": "object", "additionalProperties": False, "required": ["answer", "confidence"],
+                 "properties": {"answer": {"type": "string", "maxLength": 60},
+                                "confidence": {"type": "integer", "minimum": 0, "maximum": 100}}}
+
+
+@pytest.mark.parametrize("question", ["What is the capital of France?", ASKS[next(iter(ASKS))]])
+def test_tools_with_a_response_format_answer_in_the_format_or_call(server, question) -> None:
+    """tool_choice auto with a response_format: the answer is a valid call, or JSON valid under the
+    format's schema (never free text)."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
+    for seed in range(3):
+        choice = ask(server, question, response_format=fmt, temperature=0.8, seed=seed)
+        if choice["message"].get("tool_calls"):
+            assert choice["finish_reason"] == "tool_calls"
+            for call in choice["message"]["tool_calls"]:
+                valid_call(call)
+        else:
+            assert choice["finish_reason"] == "stop", choice
+            jsonschema.validate(json.loads(choice["message"]["content"]), ANSWER_SCHEMA)

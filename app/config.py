@@ -1,0 +1,250 @@
+"""The model registry's config file: which models this install serves, and how.
+
+```toml
+max_loaded = 2              # models kept loaded at once (least recently used unloads first)
+memory_budget = "12GiB"     # bytes the loaded models may take together
+
+[[models]]
+id = "qwen2.5-7b"                                  # the name requests use
+file = "Qwen/Qwen2.5-7B-Instruct-GGUF/qwen2.5-7b-instruct-q4_k_m.gguf"  # under the models folder, or absolute
+aliases = ["qwen"]
+context_size = 8192        # tokens per request (0: the model's own, at most 4096)
+gpu_layers = "auto"        # a number, -1 for all, or "auto": as many as fit
+chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
+keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1": never)
+mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
+
+[models.sampling]          # defaults for requests that leave these fields out
+temperature = 0.7
+top_p = 0.9
+```
+
+Read with the standard library's TOML rules through tomlkit, which also edits the file (`fireside
+pull` adds an entry, `fireside rm` removes one) without losing the user's comments and layout.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomlkit
+from tomlkit.exceptions import TOMLKitError
+
+from app.locations import config_file, models_dir
+
+DEFAULT_KEEP_ALIVE = 300.0  # seconds
+FOREVER = float("inf")
+SAMPLING_FIELDS = frozenset({
+    "temperature", "top_p", "top_k", "min_p", "typical_p", "frequency_penalty", "presence_penalty",
+    "repetition_penalty", "max_tokens", "stop", "seed", "mirostat_target", "mirostat_lr",
+})
+
+GpuLayers = int | Literal["auto"]
+
+
+class ConfigError(Exception):
+    """The config file cannot be read or says something impossible; the message names the place."""
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    id: str
+    file: Path  # absolute
+    aliases: tuple[str, ...] = ()
+    context_size: int = 0
+    gpu_layers: GpuLayers = 0
+    chat_template: Path | None = None  # absolute
+    keep_alive: float = DEFAULT_KEEP_ALIVE  # seconds; FOREVER: never unloaded
+    sampling: dict[str, Any] = field(default_factory=dict)
+    mmproj: Path | None = None
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.id, *self.aliases)
+
+
+@dataclass(frozen=True)
+class Config:
+    path: Path
+    models: tuple[ModelEntry, ...] = ()
+    max_loaded: int | None = None
+    memory_budget: int | None = None  # bytes
+
+    def find(self, name: str) -> ModelEntry | None:
+        for entry in self.models:
+            if name in entry.names:
+                return entry
+        return None
+
+
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.I)
+_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_duration(value: str | int | float, where: str) -> float:
+    """Seconds from `300`, `"90s"`, `"5m"`, `"1h"`; a negative value means forever."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a duration like \"5m\", got {value!r}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = _DURATION.match(value)
+        if not match:
+            raise ConfigError(f"{where}: expected a duration like \"5m\", \"90s\" or \"-1\", got {value!r}")
+        seconds = float(match.group(1)) * _UNITS[match.group(2)]
+    return FOREVER if seconds < 0 else seconds
+
+
+def parse_size(value: str | int, where: str) -> int:
+    """Bytes from `123456`, `"8GiB"`, `"500MB"`."""
+    if isinstance(value, bool):
+        raise ConfigError(f"{where}: expected a size like \"8GiB\", got {value!r}")
+    if isinstance(value, int):
+        return value
+    match = _SIZE.match(str(value))
+    if not match:
+        raise ConfigError(f"{where}: expected a size like \"8GiB\" or \"500MB\", got {value!r}")
+    unit = (match.group(2) or "B").lower()
+    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+
+
+def parse_gpu_layers(value: Any, where: str) -> GpuLayers:
+    if value == "auto":
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, int) or value < -1:
+        raise ConfigError(f"{where}: gpu_layers is a number of layers, -1 (all) or \"auto\", got {value!r}")
+    return value
+
+
+def _path(value: Any, base: Path, where: str) -> Path:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: expected a path, got {value!r}")
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
+    where = f"{config_path}: models[{index}]"
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a table")
+    known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj"}
+    unknown = sorted(set(raw) - known)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+    model_id = raw.get("id")
+    if not isinstance(model_id, str) or not model_id:
+        raise ConfigError(f"{where}: id is required")
+    aliases = raw.get("aliases", [])
+    if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
+        raise ConfigError(f"{where}: aliases is a list of names")
+    context = raw.get("context_size", 0)
+    if isinstance(context, bool) or not isinstance(context, int) or context < 0:
+        raise ConfigError(f"{where}: context_size is a number of tokens")
+    sampling = dict(raw.get("sampling", {}))
+    unknown = sorted(set(sampling) - SAMPLING_FIELDS)
+    if unknown:
+        raise ConfigError(f"{where}.sampling: unknown field {unknown[0]!r} (known: {', '.join(sorted(SAMPLING_FIELDS))})")
+    return ModelEntry(
+        id=model_id,
+        file=_path(raw.get("file"), models_dir(), f"{where}.file"),
+        aliases=tuple(aliases),
+        context_size=context,
+        gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), f"{where}.gpu_layers"),
+        chat_template=_path(raw["chat_template"], config_path.parent, f"{where}.chat_template")
+        if "chat_template" in raw else None,
+        keep_alive=parse_duration(raw.get("keep_alive", DEFAULT_KEEP_ALIVE), f"{where}.keep_alive"),
+        sampling=sampling,
+        mmproj=_path(raw["mmproj"], models_dir(), f"{where}.mmproj") if "mmproj" in raw else None,
+    )
+
+
+def load_config(path: Path | None = None) -> Config:
+    """The config at `path` (default: the platform's config file); an empty one when missing."""
+    path = path or config_file()
+    if not path.exists():
+        return Config(path)
+    try:
+        document = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
+    except (OSError, TOMLKitError) as error:
+        raise ConfigError(f"{path}: {error}") from None
+    unknown = sorted(set(document) - {"models", "max_loaded", "memory_budget"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown key {unknown[0]!r}")
+    raw_models = document.get("models", [])
+    if not isinstance(raw_models, list):
+        raise ConfigError(f"{path}: models is an array of tables ([[models]])")
+    models = tuple(_entry(raw, i, path) for i, raw in enumerate(raw_models))
+    seen: dict[str, str] = {}
+    for entry in models:
+        for name in entry.names:
+            if name in seen:
+                raise ConfigError(f"{path}: the name {name!r} is used by {seen[name]!r} and {entry.id!r}")
+            seen[name] = entry.id
+    max_loaded = document.get("max_loaded")
+    if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int) or max_loaded < 1):
+        raise ConfigError(f"{path}: max_loaded is 1 or more")
+    budget = document.get("memory_budget")
+    return Config(path, models, max_loaded, parse_size(budget, f"{path}: memory_budget") if budget is not None else None)
+
+
+def _document(path: Path) -> tomlkit.TOMLDocument:
+    if not path.exists():
+        return tomlkit.document()
+    return tomlkit.parse(path.read_text(encoding="utf-8"))
+
+
+def add_model(entry: dict[str, Any], path: Path | None = None) -> Path:
+    """Append a `[[models]]` table (replacing one with the same id); returns the config's path.
+    Paths under the models folder are written relative to it."""
+    path = path or config_file()
+    document = _document(path)
+    models = document.get("models")
+    if models is None:
+        models = tomlkit.aot()
+        document["models"] = models
+    table = tomlkit.table()
+    for key, value in entry.items():
+        if isinstance(value, Path):
+            value = _relative(value, models_dir())
+        table[key] = value
+    kept = [t for t in models if t.get("id") != entry["id"]]
+    if len(kept) != len(models):
+        models.clear()
+        for t in kept:
+            models.append(t)
+    models.append(table)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    return path
+
+
+def remove_model(model_id: str, path: Path | None = None) -> bool:
+    """Drop the `[[models]]` table with this id (or alias); False when there is none."""
+    path = path or config_file()
+    if not path.exists():
+        return False
+    document = _document(path)
+    models = document.get("models")
+    if not models:
+        return False
+    kept = [t for t in models if t.get("id") != model_id and model_id not in t.get("aliases", [])]
+    if len(kept) == len(models):
+        return False
+    models.clear()
+    for t in kept:
+        models.append(t)
+    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    return True
+
+
+def _relative(path: Path, base: Path) -> str:
+    try:
+        return path.relative_to(base).as_posix()
+    except ValueError:
+        return str(path)

@@ -1,0 +1,112 @@
+"""Predicted outputs (`prediction` / `speculation`) against plain decoding, edit-style.
+
+    .venv/bin/python tests/bench/bench_speculation.py [--reps 5] [--threads 2]
+
+One Fireside server on the default model. The edit-style request: a document shown twice and
+the header of a third copy, so that the model writes the document out again; the prediction is
+the document with one small change (what an editor sends when it asks for a rewrite). Greedy
+decoding, with and without the prediction, interleaved repetition by repetition; the prompt is
+cached after the first request, so the server's processing time after its first token is the
+decode time. Reported per document: decode tokens/s of each (median), their ratio, how many
+drafted tokens the model kept, and whether both gave the same tokens.
+
+Target: >= 2x decode speed with the prediction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from tests.bench.bench_engine import Server, running  # noqa: E402
+from tests.conftest import FIRESIDE, free_port  # noqa: E402
+
+PROSE = """Fireside runs open models on the computer you already own. It loads a GGUF file, keeps it in memory and \
+answers requests from the apps on your desktop over HTTP.
+Every request goes through the same steps. The server reads the JSON body, checks every field, turns the messages \
+into a prompt with the model's own chat template and hands the tokens to the engine.
+The engine keeps several sequences in one context. Each step decodes the next token of every sequence at once, so \
+four apps asking at the same time cost little more than one.
+When a request ends, its tokens stay in the cache. The next request that starts with the same text skips the work \
+that was already done, which makes the second turn of a chat fast.
+"""
+
+CODE = '''def fibonacci(n):
+    """Return the n-th Fibonacci number."""
+    if n < 2:
+        return n
+    a, b = 0, 1
+    for _ in range(n - 1):
+        a, b = b, a + b
+    return b
+
+
+def is_prime(n):
+    """Return True when n is prime."""
+    if n < 2:
+        return False
+    for d in range(2, int(n ** 0.5) + 1):
+        if n % d == 0:
+            return False
+    return True
+'''
+
+DOCUMENTS = {
+    "prose": (PROSE, PROSE.replace("four apps", "three apps")),
+    "code": (CODE, CODE.replace("def is_prime", "def prime")),
+}
+
+
+def edit_request(model: str, document: str) -> dict:
+    prompt = f"# version 1\n{document}\n# version 2\n{document}\n# version 3\n"
+    return {"model": model, "prompt": prompt, "max_tokens": 400, "temperature": 0, "stop": ["# version"],
+            "return_token_ids": True}
+
+
+def decode(client: httpx.Client, body: dict) -> tuple[float, list[int], int]:
+    """(decode tokens/s after the first token, the tokens, drafted tokens kept)."""
+    response = client.post("/v1/completions", json={**body, "perf_metrics_in_response": True})
+    response.raise_for_status()
+    answer = response.json()
+    metrics = answer["perf_metrics"]
+    tokens = answer["choices"][0]["token_ids"]
+    seconds = metrics["server-processing-time"] - metrics["server-time-to-first-token"]
+    return (len(tokens) - 1) / seconds, tokens, metrics.get("speculation-prompt-matched-tokens", 0)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--threads", default="2")
+    args = parser.parse_args()
+    port = free_port()
+    command = [str(FIRESIDE), "serve", "--port", str(port), "--threads", args.threads, "--parallel", "1"]
+    with running(lambda: Server("fireside", command, port)) as server, \
+            httpx.Client(base_url=server.base_url, timeout=600, trust_env=False) as client:
+        model = client.get("/v1/models").json()["data"][0]["id"]
+        print(f"{'document':<8} {'plain tok/s':>12} {'predicted tok/s':>16} {'ratio':>6} {'kept':>10} same")
+        for name, (document, predicted) in DOCUMENTS.items():
+            body = edit_request(model, document)
+            decode(client, body)  # warm: the prompt is cached from here on
+            plain_rates, predicted_rates = [], []
+            same = True
+            for _ in range(args.reps):
+                rate, plain_tokens, _ = decode(client, body)
+                plain_rates.append(rate)
+                rate, tokens, kept = decode(client, {**body, "prediction": {"type": "content", "content": predicted}})
+                predicted_rates.append(rate)
+                same = same and tokens == plain_tokens
+            plain, fast = statistics.median(plain_rates), statistics.median(predicted_rates)
+            print(f"{name:<8} {plain:>12.1f} {fast:>16.1f} {fast / plain:>5.2f}x {kept:>4}/{len(tokens) - 1:<5} {same}")
+
+
+if __name__ == "__main__":
+    main()

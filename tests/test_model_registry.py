@@ -1,0 +1,182 @@
+"""The model registry: models from the config file load on first use, unload after their
+keep-alive or to make room (least recently used first), and requests never fail because another
+model was being unloaded. Real servers on the real default model, each model id a copy in name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import httpx
+import pytest
+
+from app.config import ConfigError, add_model, load_config, parse_duration, parse_size, remove_model
+from tests.conftest import FIRESIDE, default_model_path, start_server, stop_server
+
+MODEL = default_model_path()
+
+
+def write_config(folder: Path, text: str) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "config.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def entry(model_id: str, **fields: str) -> str:
+    lines = ["[[models]]", f'id = "{model_id}"', f'file = "{MODEL}"']
+    lines += [f"{key} = {value}" for key, value in fields.items()]
+    return "\n".join(lines) + "\n"
+
+
+def models(client: httpx.Client) -> dict[str, bool]:
+    return {card["id"]: card["loaded"] for card in client.get("/v1/models").json()["data"]}
+
+
+def complete(client: httpx.Client, model: str, **fields) -> httpx.Response:
+    return client.post("/v1/completions", json={"model": model, "prompt": "Hello", "max_tokens": 2, **fields})
+
+
+@pytest.fixture
+def config_dir(tmp_path: Path) -> Path:
+    return tmp_path / "config"
+
+
+def serve(config: Path, *args: str):
+    return start_server("--config", str(config), "--parallel", "2", "--ctx-size", "512", *args)
+
+
+def test_config_models_load_on_first_use_and_keep_alive_unloads_them(config_dir: Path) -> None:
+    config = write_config(config_dir, entry("alpha", keep_alive='"2s"') + entry("beta", aliases='["b"]'))
+    server = serve(config)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            assert models(client) == {"alpha": False, "beta": False}  # listed before any is loaded
+            assert complete(client, "alpha").status_code == 200
+            assert models(client) == {"alpha": True, "beta": False}
+            assert complete(client, "b").status_code == 200  # an alias loads its model
+            assert models(client)["beta"] is True
+            deadline = time.monotonic() + 15
+            while models(client)["alpha"] and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert models(client) == {"alpha": False, "beta": True}  # 2 s keep-alive, default 5 min
+            assert complete(client, "alpha").status_code == 200  # loads again
+            assert client.get("/v1/models/b").json()["id"] == "beta"
+            assert complete(client, "gamma").status_code == 404
+    finally:
+        stop_server(server)
+
+
+def test_max_loaded_unloads_the_least_recently_used_and_no_request_fails(config_dir: Path) -> None:
+    config = write_config(config_dir, "max_loaded = 2\n" + entry("a") + entry("b") + entry("c"))
+    server = serve(config)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=120) as client:
+            for name in ("a", "b", "a", "c"):  # c needs room: b is the least recently used
+                assert complete(client, name).status_code == 200
+            assert models(client) == {"a": True, "b": False, "c": True}
+            # Requests for all three at once, over and over: each finds its model loaded, loading,
+            # or waits for room; none fails because another model was being unloaded.
+            names = ["a", "b", "c"] * 6
+            with ThreadPoolExecutor(6) as pool:
+                statuses = list(pool.map(lambda name: complete(client, name, stream=name == "b").status_code, names))
+            assert statuses == [200] * len(names)
+            assert sum(models(client).values()) <= 2
+    finally:
+        stop_server(server)
+
+
+def test_memory_budget_keeps_one_model_of_this_size(config_dir: Path) -> None:
+    budget = int(MODEL.stat().st_size * 1.5)  # room for one copy's weights and cache, not two
+    config = write_config(config_dir, f"memory_budget = {budget}\n" + entry("a") + entry("b"))
+    server = serve(config)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            assert complete(client, "a").status_code == 200
+            assert complete(client, "b").status_code == 200
+            assert models(client) == {"a": False, "b": True}
+    finally:
+        stop_server(server)
+
+
+def test_config_sampling_defaults_apply_to_fields_left_out(config_dir: Path) -> None:
+    config = write_config(config_dir, entry("greedy") + "[models.sampling]\ntemperature = 0\nmax_tokens = 6\n")
+    server = serve(config)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            defaulted = client.post("/v1/completions", json={"model": "greedy", "prompt": "The sky is"}).json()
+            explicit = complete(client, "greedy", prompt="The sky is", temperature=0, max_tokens=6).json()
+            assert defaulted["usage"]["completion_tokens"] == 6  # not the endpoint's default of 16
+            assert defaulted["choices"][0]["text"] == explicit["choices"][0]["text"]
+            hot = [complete(client, "greedy", prompt="The sky is", temperature=2, max_tokens=6, seed=s).json()
+                   for s in range(3)]
+            assert len({h["choices"][0]["text"] for h in hot}) > 1  # a request's own field wins
+    finally:
+        stop_server(server)
+
+
+def test_command_line_model_serves_beside_the_config(config_dir: Path) -> None:
+    config = write_config(config_dir, entry("later"))
+    server = serve(config, "--model", str(MODEL), "--alias", "now")
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            assert models(client) == {"now": True, "later": False}
+    finally:
+        stop_server(server)
+
+
+def test_a_bad_config_stops_start_up_with_the_place(config_dir: Path) -> None:
+    config = write_config(config_dir, entry("a", gpu_layers='"lots"'))
+    result = subprocess.run([str(FIRESIDE), "serve", "--config", str(config), "--port", "1"],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 1
+    assert "models[0].gpu_layers" in result.stderr and "auto" in result.stderr
+
+
+def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[1])
+
+
+def test_models_rm_and_config_path_commands(tmp_path: Path) -> None:
+    env = {"FIRESIDE_CONFIG_DIR": str(tmp_path / "config"), "FIRESIDE_MODELS_DIR": str(tmp_path / "models")}
+    downloaded = tmp_path / "models" / "org" / "repo" / "small.gguf"
+    downloaded.parent.mkdir(parents=True)
+    os.link(MODEL, downloaded) if MODEL.stat().st_dev == downloaded.parent.stat().st_dev else downloaded.write_bytes(
+        MODEL.read_bytes())
+    stray = tmp_path / "models" / "stray.gguf"
+    stray.write_bytes(b"GGUF")
+    assert run_cli("config", "path", env=env).stdout.strip() == str(tmp_path / "config" / "config.toml")
+    add_model({"id": "small", "file": downloaded, "aliases": ["s"]}, tmp_path / "config" / "config.toml")
+    listing = run_cli("models", "--port", "1", env=env)
+    assert listing.returncode == 0, listing.stderr
+    assert "small" in listing.stdout and "org/repo/small.gguf" in listing.stdout
+    assert "(not configured)" in listing.stdout and "stray.gguf" in listing.stdout
+    assert "loaded state unknown" in listing.stdout
+    removed = run_cli("rm", "s", env=env)
+    assert removed.returncode == 0, removed.stderr
+    assert not downloaded.exists() and not (tmp_path / "models" / "org").exists()  # empty folders go too
+    assert stray.exists()
+    assert load_config(tmp_path / "config" / "config.toml").models == ()
+    assert run_cli("rm", "small", env=env).returncode == 1
+
+
+def test_config_edits_keep_comments_and_parse_units(tmp_path: Path) -> None:
+    path = write_config(tmp_path, "# my models\nmax_loaded = 1  # one at a time\n")
+    add_model({"id": "x", "file": "/models/x.gguf", "keep_alive": "90s"}, path)
+    add_model({"id": "y", "file": "/models/y.gguf"}, path)
+    assert remove_model("x", path) and not remove_model("x", path)
+    text = path.read_text()
+    assert "# my models" in text and "# one at a time" in text and 'id = "y"' in text and 'id = "x"' not in text
+    assert [m.id for m in load_config(path).models] == ["y"]
+    assert parse_duration("90s", "k") == 90 and parse_duration("5m", "k") == 300 and parse_duration(-1, "k") == float("inf")
+    assert parse_size("8GiB", "k") == 8 * 2**30 and parse_size("500MB", "k") == 500 * 10**6
+    with pytest.raises(ConfigError, match="duration"):
+        parse_duration("soon", "keep_alive")
+    duplicate = write_config(tmp_path / "dup", entry("a") + entry("b", aliases='["a"]'))
+    with pytest.raises(ConfigError, match="'a' is used by"):
+        load_config(duplicate)
