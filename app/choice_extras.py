@@ -1,5 +1,6 @@
 """What a choice carries besides its text, when the request asks: logprobs (prompt and
-completion), token ids, `raw_output`, `perf_metrics`; and the request's log line.
+completion), token ids, `raw_output`, `perf_metrics`; it also hands `user` and `metadata` to the
+request's log line.
 
 Both endpoints, whole answers and streams, build these fields through one `ChoiceExtras` per
 request, so the rules (which shape, where offsets start, what raw output holds) live here once.
@@ -7,7 +8,6 @@ request, so the rules (which shape, where offsets start, what raw output holds) 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 
 from msgspec import UNSET, UnsetType
@@ -16,12 +16,11 @@ from app.generation import ChoiceResult, UsageCounter
 from app.logprobs import Entry, LogprobShaper, merge_logprobs, token_texts
 from app.normalize import OutputOptions
 from app.perf_metrics import RequestClock, perf_headers, perf_metrics
+from app.request_log import note_caller
 from app.response_types import ChoiceLogprobs, NewLogProbs, RawOutput
 from app.stream_buffer import Piece
 from backends.jobs import GenerationJob
 from backends.registry import ServedModel
-
-log = logging.getLogger("fireside.requests")
 
 Fragments = list[str | int]
 
@@ -36,7 +35,8 @@ class _Streamed:
 
 @dataclass(frozen=True)
 class RequestLog:
-    """What the request log line shows besides counts: `metadata` and `user`, as given."""
+    """What the request log line (`app.request_log`) shows besides counts: `metadata` and
+    `user`, as given."""
 
     metadata: dict[str, str] | None = None
     user: str | None = None
@@ -63,6 +63,7 @@ class ChoiceExtras:
                 echo_offsets: list[int] | None = None) -> ChoiceExtras:
         extras = cls(options, served, job, clock, fragments, echo_offsets,
                      job.grammar.text if job.grammar is not None else None, request_log)
+        note_caller(request_log.user, request_log.metadata)
         if options.logprobs is not None:
             texts = token_texts(served.model)
             extras.shaper = LogprobShaper(texts, legacy=options.legacy_logprobs, top=options.top_logprobs,
@@ -163,7 +164,7 @@ class ChoiceExtras:
         streamed = self.streamed.pop(choice, _Streamed())
         return self.raw_output(choice, streamed.tokens, streamed.logprobs)
 
-    # ---- perf metrics and the request log ------------------------------------------------------
+    # ---- perf metrics ----------------------------------------------------------------------------
 
     def perf(self, counter: UsageCounter) -> dict[str, object]:
         return perf_metrics(self.clock, counter, len(self.job.draft))
@@ -177,13 +178,3 @@ class ChoiceExtras:
     @staticmethod
     def headers(metrics: dict[str, object]) -> dict[str, str]:
         return perf_headers(metrics)
-
-    def log_request(self, response_id: str, counter: UsageCounter) -> None:
-        if not log.isEnabledFor(logging.INFO):
-            return
-        metadata, user = self.request_log.metadata, self.request_log.user
-        log.info("request %s model=%s prompt_tokens=%d cached_tokens=%d completion_tokens=%d seconds=%.3f%s%s",
-                 response_id, self.served.id, counter.prompt_tokens, counter.cached_tokens,
-                 counter.completion_tokens, (self.clock.finished or self.clock.started) - self.clock.started,
-                 f" user={user!r}" if user is not None else "",
-                 f" metadata={metadata!r}" if metadata else "")

@@ -7,8 +7,10 @@ import logging
 import sys
 from pathlib import Path
 
-from app import template_cli
+from app import doctor, model_commands, pull, security, template_cli
+from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
 from app.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
+from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.engine import EngineOptions
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
@@ -59,8 +61,14 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--threads", type=_threads, default=None, metavar="auto|N",
                        help="CPU threads per decode step: auto (default) adapts between 1 and the physical "
                             "cores as other programs take CPU time; a number fixes it")
-    serve.add_argument("--gpu-layers", type=int, default=0, metavar="N",
-                       help="layers to offload to the GPU (-1: all)")
+    serve.add_argument("--gpu-layers", type=parse_gpu_layers_option, default=0, metavar="N|auto",
+                       help="layers of each --model to offload to the GPU (-1: all; auto: as many as fit)")
+    serve.add_argument("--config", type=Path, default=None, metavar="FILE",
+                       help="the model registry's config file (default: `fireside config path`)")
+    serve.add_argument("--max-loaded", type=_positive, default=None, metavar="N",
+                       help="models kept loaded at once; the least recently used idle one unloads first")
+    serve.add_argument("--memory-budget", default=None, metavar="SIZE",
+                       help="memory the loaded models may take together, e.g. 12GiB")
     serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
@@ -70,23 +78,44 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--chat-template", action=_ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a Jinja chat template replacing the own template of the --model before it")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
+    serve.add_argument("--log-prompts", action="store_true",
+                       help="include prompt and output text (truncated) in the request log lines")
+    security.add_arguments(serve)
     template_cli.add_commands(commands)
+    model_commands.add_commands(commands)
+    pull.add_command(commands)
+    doctor.add_command(commands)
     return parser
 
 
 def model_specs(paths: list[Path], aliases: list[str | None],
-                templates: list[Path | None] | None = None) -> list[ModelSpec]:
-    """One spec per --model; `aliases` and `templates` hold one entry per model (None: none)."""
-    if not paths:
-        paths = [default_model_path()]
+                templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
+                config: Config | None = None) -> list[ModelSpec]:
+    """The command line's models (loaded at start-up; `aliases` and `templates` hold one entry per
+    model, None: none), then the config file's (loaded on first use). The embedded default model
+    when there are neither."""
+    configured = [_configured_spec(entry) for entry in (config.models if config else ())]
+    if not paths and configured:
+        return configured
+    paths = paths or [default_model_path()]
     templates = templates or []
     for template in templates:
         if template is not None and not template.is_file():
             raise ModelLoadError(f"chat template not found: {template}")
-    return [
-        ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None)
+    given = [
+        ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
+                  gpu_layers=gpu_layers)
         for i, path in enumerate(paths)
     ]
+    return given + configured
+
+
+def _configured_spec(entry: ModelEntry) -> ModelSpec:
+    if entry.chat_template is not None and not entry.chat_template.is_file():
+        raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
+    return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
+                     gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
+                     eager=False)
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -101,14 +130,27 @@ def serve(args: argparse.Namespace) -> int:
 
     from app.server import create_app
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     options = engine_options(args)
+    try:  # before loading anything: a refused start must be quick
+        security_settings = security.settings_from_args(args)
+        bind_warning = security.check_bind(args.host, security_settings, args.insecure)
+    except security.SecurityConfigError as error:
+        print(f"fireside: {error}", file=sys.stderr)
+        return 2
+    if bind_warning:
+        print(f"fireside: {bind_warning}", file=sys.stderr, flush=True)
     try:
+        config = load_config(args.config)
+        budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
         registry = ModelRegistry.load(
-            model_specs(args.model, args.alias, args.chat_template), ModelOptions(gpu_layers=args.gpu_layers), options
+            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config), ModelOptions(), options,
+            max_loaded=args.max_loaded or config.max_loaded,
+            memory_budget=parse_size(budget, "--memory-budget") if budget is not None else None,
+            gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
         )
-    except ModelLoadError as error:
+    except (ModelLoadError, ConfigError) as error:
         print(f"fireside: {error}", file=sys.stderr)
         return 1
     try:
@@ -116,9 +158,15 @@ def serve(args: argparse.Namespace) -> int:
             print(f"serving {served.id} from {served.path} "
                   f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, "
                   f"threads: {served.engine.threads.describe()})")
+        for spec, served, _ in registry.specs():
+            if served is None:
+                print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
+                      f"{_duration(spec.keep_alive)} unused)")
+        print(security.describe(security_settings))
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)
-        settings = ApiSettings(max_logprobs=max(0, args.max_logprobs))
+        settings = ApiSettings(max_logprobs=max(0, args.max_logprobs), security=security_settings,
+                               log_prompts=args.log_prompts)
         config = uvicorn.Config(create_app(registry, settings), host=args.host, port=args.port,
                                 log_level="warning", timeout_graceful_shutdown=2)
         server = uvicorn.Server(config)
@@ -128,10 +176,29 @@ def serve(args: argparse.Namespace) -> int:
         registry.close()
 
 
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "never"
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def auto_gpu_layers(parallel: int, batch_size: int):  # noqa: ANN201
+    """`gpu_layers = "auto"`: as many layers as the GPU's free memory holds, with every slot's cache."""
+    def resolve(spec: ModelSpec, ctx_size: int) -> int:
+        return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)
+    return resolve
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command in ("models", "rm", "config"):
+        return model_commands.run(args)
+    if args.command == "pull":
+        return pull.run(args)
+    if args.command == "doctor":
+        return doctor.run(args)
     if args.command == "template":
         return template_cli.run(args)
     return 2

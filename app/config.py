@@ -33,6 +33,7 @@ from typing import Any, Literal
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
+from app import sizes
 from app.locations import config_file, models_dir
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
@@ -82,9 +83,6 @@ class Config:
 
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$", re.I)
-_SIZE_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-               "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 
 
 def parse_duration(value: str | int | float, where: str) -> float:
@@ -103,15 +101,14 @@ def parse_duration(value: str | int | float, where: str) -> float:
 
 def parse_size(value: str | int, where: str) -> int:
     """Bytes from `123456`, `"8GiB"`, `"500MB"`."""
-    if isinstance(value, bool):
+    if isinstance(value, bool) or (isinstance(value, int) and value < 1):
         raise ConfigError(f"{where}: expected a size like \"8GiB\", got {value!r}")
     if isinstance(value, int):
         return value
-    match = _SIZE.match(str(value))
-    if not match:
-        raise ConfigError(f"{where}: expected a size like \"8GiB\" or \"500MB\", got {value!r}")
-    unit = (match.group(2) or "B").lower()
-    return int(float(match.group(1)) * _SIZE_UNITS[unit])
+    try:
+        return sizes.parse_size(value)
+    except ValueError as error:
+        raise ConfigError(f"{where}: {error}") from None
 
 
 def parse_gpu_layers(value: Any, where: str) -> GpuLayers:
@@ -200,25 +197,21 @@ def _document(path: Path) -> tomlkit.TOMLDocument:
 
 
 def add_model(entry: dict[str, Any], path: Path | None = None) -> Path:
-    """Append a `[[models]]` table (replacing one with the same id); returns the config's path.
-    Paths under the models folder are written relative to it."""
+    """Add a `[[models]]` table, or update the one with the same id (its other keys, such as a
+    hand-set `context_size`, stay); returns the config's path. Paths under the models folder are
+    written relative to it."""
     path = path or config_file()
     document = _document(path)
     models = document.get("models")
     if models is None:
         models = tomlkit.aot()
         document["models"] = models
-    table = tomlkit.table()
+    table = next((t for t in models if t.get("id") == entry["id"]), None)
+    if table is None:
+        table = tomlkit.table()
+        models.append(table)
     for key, value in entry.items():
-        if isinstance(value, Path):
-            value = _relative(value, models_dir())
-        table[key] = value
-    kept = [t for t in models if t.get("id") != entry["id"]]
-    if len(kept) != len(models):
-        models.clear()
-        for t in kept:
-            models.append(t)
-    models.append(table)
+        table[key] = _relative(value, models_dir()) if isinstance(value, Path) else value
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(tomlkit.dumps(document), encoding="utf-8")
     return path

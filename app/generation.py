@@ -105,7 +105,7 @@ class UsageCounter:
             self.cached_tokens += event.cached_tokens
         self.completion_tokens += event.completion_tokens
         self.draft_tokens += event.draft_tokens
-        self.draft_accepted += event.draft_accepted
+        self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
 
     def usage(self) -> UsageInfo:
         return UsageInfo.of(self.prompt_tokens, self.completion_tokens, self.cached_tokens)

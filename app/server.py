@@ -5,19 +5,30 @@ from __future__ import annotations
 import dataclasses
 import logging
 
+from msgspec import UNSET
+
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.response import Stream
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from app import security
 from app.chat import create_chat_completion
 from app.completions import create_completion
-from app.errors import ApiError, RequestValidationError
-from app.generation import resolve_model
+from app.errors import ApiError, ModelNotFound, RequestValidationError
+from app.metrics import install_observability
 from app.openapi import openapi_document
+from app.response_types import (
+    ErrorBody,
+    ErrorResponse,
+    Health,
+    ModelCard,
+    ModelHealth,
+    ModelList,
+)
 from app.settings import ApiSettings
-from app.response_types import ErrorBody, ErrorResponse, Health, ModelCard, ModelHealth, ModelList
-from backends.registry import ModelRegistry, ServedModel
+from backends.registry import ModelRegistry, ModelSpec, ServedModel
 
 log = logging.getLogger("fireside.server")
 
@@ -47,18 +58,24 @@ async def chat_completions(request: Request) -> Response | Stream:
                                         request.receive)
 
 
-def _card(served: ServedModel) -> ModelCard:
-    return ModelCard(id=served.id, created=served.created, context_length=served.engine.ctx_size)
+def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCard:
+    context = served.engine.ctx_size if served is not None else (spec.ctx_size or UNSET)
+    return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None)
 
 
 @get(_paths("/models"))
 async def list_models(request: Request) -> ModelList:
-    return ModelList([_card(served) for served in _registry(request)])
+    """Every model this server knows (the command line's and the config file's), loaded or not."""
+    return ModelList([_card(*known) for known in _registry(request).specs()])
 
 
 @get(_paths("/models/{model_id:path}"))
 async def get_model(request: Request, model_id: str) -> ModelCard:
-    return _card(resolve_model(_registry(request), model_id.lstrip("/")))
+    name = model_id.lstrip("/")
+    for spec, served, created in _registry(request).specs():
+        if _registry(request).knows(name) is spec:
+            return _card(spec, served, created)
+    raise ModelNotFound(name)
 
 
 @get("/health")
@@ -92,17 +109,25 @@ def _unexpected_error(_: Request, error: Exception) -> Response:
 
 
 def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> Litestar:
+    security_settings = (settings or ApiSettings()).security
     app = Litestar(
         route_handlers=[completions, chat_completions, list_models, get_model, health, openapi],
         exception_handlers={
             ApiError: _api_error,
             RequestValidationError: _validation_error,
+            RequestEntityTooLarge: security.body_too_large,
             HTTPException: _http_error,
             Exception: _unexpected_error,
         },
         openapi_config=None,  # our own document, generated from the request Structs (app.openapi)
-        request_max_body_size=16 * 1024 * 1024,
+        request_max_body_size=security_settings.max_body_bytes,
+        guards=security.api_key_guards(security_settings),  # API keys; open paths: security.OPEN_PATHS
+        middleware=security.cors_middleware(security_settings),
+        logging_config=None,  # the command line's logging: one plain line per record
+        on_startup=[registry.start],  # the keep-alive reaper runs on the serving loop
+        on_shutdown=[registry.stop],
     )
     app.state.registry = registry
     app.state.settings = settings or ApiSettings()
+    install_observability(app)  # GET /metrics, per-request metrics and log line
     return app

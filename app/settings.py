@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from app.security import SecuritySettings
 
 DEFAULT_MAX_LOGPROBS = 5
 
@@ -10,3 +12,5 @@ DEFAULT_MAX_LOGPROBS = 5
 @dataclass(frozen=True)
 class ApiSettings:
     max_logprobs: int = DEFAULT_MAX_LOGPROBS  # most alternatives per position `logprobs` may ask for
+    security: SecuritySettings = field(default_factory=SecuritySettings)  # keys, CORS, body limit
+    log_prompts: bool = False  # the request log line includes prompt and output text (--log-prompts)

@@ -23,7 +23,7 @@ MIN_RESYNC_MATCH = 3  # fewer matching tokens (a line break, a common word) find
 
 
 class Drafter:
-    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size")
+    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size", "_matched")
 
     def __init__(self, predicted: tuple[int, ...], size: int = MAX_DRAFT):
         self._predicted = predicted
@@ -33,6 +33,13 @@ class Drafter:
         self._output: list[int] = []
         self._next: int | None = 0  # index in the prediction the output is expected to follow with
         self._size = size
+        self._matched = bytearray(len(predicted))  # prediction positions the output confirmed
+
+    @property
+    def matched(self) -> int:
+        """Prediction tokens the output matched where the drafter expected them (each position
+        once, however often the output repeats it)."""
+        return sum(self._matched)
 
     def propose(self, limit: int) -> tuple[int, ...]:
         """The next tokens the output is expected to have (at most `limit`)."""
@@ -46,6 +53,7 @@ class Drafter:
         self._output.append(token)
         at = self._next
         if at is not None and at < len(self._predicted) and self._predicted[at] == token:
+            self._matched[at] = 1
             self._next = at + 1
         else:
             self._next = self._resync(at)

@@ -140,7 +140,7 @@ class _Sequence:
     __slots__ = (
         "slot", "handle", "choice", "group", "prompt", "max_tokens", "fed", "sampler", "decoder",
         "stops", "generated", "last_token", "output_row", "cached", "mark", "budget", "special_text",
-        "logprobs", "echo_from", "prompt_entries", "drafter", "draft", "drafted", "draft_accepted",
+        "logprobs", "echo_from", "prompt_entries", "drafter", "draft", "drafted",
         "first_token_at",
     )
 
@@ -171,7 +171,6 @@ class _Sequence:
         self.drafter = Drafter(draft) if draft else None
         self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
         self.drafted = 0
-        self.draft_accepted = 0
         self.first_token_at: float | None = None
 
     @property
@@ -603,7 +602,6 @@ class Engine:
         while (kept < len(draft) and token == draft[kept] and seq.slot.sequence is seq
                and not (seq.budget is not None and seq.budget.forced)):
             kept += 1
-            seq.draft_accepted += 1
             token = self._sample_row(seq, row + kept)
         # The tokens this step cached: the fed token, then the drafts; keep the fed token and the drafts matched.
         keep = seq.mark[0] + 1 + kept
@@ -681,7 +679,8 @@ class Engine:
             if rest:
                 self._emit(seq.handle, TextDelta(seq.choice, rest, -1))
         self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached,
-                                              seq.drafted, seq.draft_accepted, seq.first_token_at))
+                                              seq.drafted, seq.drafter.matched if seq.drafter else 0,
+                                              seq.first_token_at))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:

@@ -141,7 +141,7 @@ class ChoiceFinished:
     completion_tokens: int
     cached_tokens: int
     draft_tokens: int = 0  # drafted tokens checked by the model
-    draft_accepted: int = 0  # of which kept
+    draft_accepted: int = 0  # predicted tokens confirmed by the output (each position once)
     first_token_at: float | None = None  # time.perf_counter() when the choice's first token was sampled
 
 

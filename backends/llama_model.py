@@ -10,6 +10,7 @@ import contextlib
 import ctypes
 import logging
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import llama_cpp
 
 log = logging.getLogger("fireside.llama")
+load_log = logging.getLogger("fireside.load")
 
 
 class ModelLoadError(Exception):
@@ -73,6 +75,34 @@ def init_backend() -> _LlamaLog:
         return _llama_log
 
 
+class LoadProgress:
+    """`loading NAME: 40%` lines while llama.cpp loads weights, so a person starting the server
+    sees a big model move: the first call, then at most one line per `interval` seconds (on a new
+    percentage), and 100% when done. llama.cpp calls it per tensor from the loading thread."""
+
+    def __init__(self, name: str, interval: float = 1.0):
+        self.name = name
+        self.interval = interval
+        self._last_time: float | None = None
+        self._last_percent = -1
+        self.callback = llama_cpp.llama_progress_callback(self._on_progress)  # kept alive with self
+
+    def _on_progress(self, progress: float, _user: ctypes.c_void_p) -> bool:
+        try:
+            self.report(progress)
+        except Exception:  # noqa: BLE001 - an exception must not cross into C
+            pass
+        return True  # go on loading
+
+    def report(self, progress: float) -> None:
+        percent = max(0, min(100, int(progress * 100)))
+        now = time.monotonic()
+        due = self._last_time is None or (now - self._last_time >= self.interval and percent > self._last_percent)
+        if (due or percent == 100) and percent != self._last_percent:
+            self._last_time, self._last_percent = now, percent
+            load_log.info("loading %s: %d%%", self.name, percent)
+
+
 @dataclass(frozen=True)
 class ModelOptions:
     gpu_layers: int = 0
@@ -91,6 +121,9 @@ class LlamaModel:
         params.n_gpu_layers = options.gpu_layers
         params.use_mmap = options.use_mmap
         params.vocab_only = options.vocab_only
+        progress = None if options.vocab_only else LoadProgress(path.name)
+        if progress is not None:
+            params.progress_callback = progress.callback
         llama_log.errors.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         if not self._model:

@@ -1,0 +1,242 @@
+"""`fireside doctor`: what this install can use. The versions, the llama.cpp build's backends and
+whether it can offload to a GPU, the devices and their free memory as llama.cpp reports them, the
+CPU features the CPU backend was built for, the config file and models folder, and whether the
+serve port is free. `--json` prints the same as one JSON object.
+
+It answers the questions people ask when a model runs slower than it should ("is this the CUDA
+build?", "does llama.cpp see my GPU?") from llama.cpp itself rather than from guesses, and it
+always exits 0: whatever cannot be found out is reported, not raised.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import platform
+import shutil
+import socket
+import sys
+
+import msgspec
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080  # `fireside serve`'s default (app.cli.DEFAULT_PORT; not imported: app.cli imports us)
+
+
+class DeviceInfo(msgspec.Struct):
+    name: str
+    description: str
+    type: str  # CPU, GPU, IGPU, ACCEL
+    backend: str
+    free_bytes: int
+    total_bytes: int
+
+
+class PathInfo(msgspec.Struct):
+    path: str
+    exists: bool
+
+
+class PortInfo(msgspec.Struct):
+    host: str
+    port: int
+    free: bool
+    error: str | None = None  # why it is not free
+
+
+class DoctorReport(msgspec.Struct):
+    fireside_version: str
+    python_version: str
+    python_executable: str
+    platform: str  # system-machine, e.g. Linux-x86_64, Darwin-arm64
+    llama_cpp_python_version: str
+    backends: list[str]  # the llama.cpp build's backend registry: CPU, CUDA, Metal, ...
+    gpu_offload: bool  # llama_supports_gpu_offload()
+    devices: list[DeviceInfo]
+    cpu_features: list[str]  # the CPU backend's flags that are on (AVX2, AVX512, NEON, ...)
+    system_info: dict[str, dict[str, str]]  # llama_print_system_info(), by section
+    config_file: PathInfo
+    models_dir: PathInfo
+    models_configured: int | None  # None: the config file cannot be read (config_error says why)
+    config_error: str | None
+    default_model: str | None  # the embedded SmolLM2 GGUF, when fireside[default-model] is installed
+    port: PortInfo
+    hints: list[str]
+
+
+def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
+    doctor = commands.add_parser("doctor", help="print what this install can use (backends, GPUs, folders, port)")
+    doctor.add_argument("--json", action="store_true", help="print one JSON object")
+    doctor.add_argument("--host", default=DEFAULT_HOST, help="the address `fireside serve` would bind")
+    doctor.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `fireside serve` would bind")
+    return doctor
+
+
+def run(args: argparse.Namespace) -> int:
+    report = collect(args.host, args.port)
+    if args.json:
+        print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
+    else:
+        print(render_text(report))
+    return 0
+
+
+# --- gathering ---------------------------------------------------------------------------------
+
+def parse_system_info(text: str) -> dict[str, dict[str, str]]:
+    """`llama_print_system_info()` by section: "CUDA : ARCHS = 890 | USE_GRAPHS = 1 | CPU : SSE3
+    = 1 | AVX2 = 1 | ..." gives {"CUDA": {"ARCHS": "890", ...}, "CPU": {"SSE3": "1", ...}}."""
+    sections: dict[str, dict[str, str]] = {}
+    current = ""
+    for piece in text.split("|"):
+        piece = piece.strip()
+        if not piece:
+            continue
+        if " : " in piece:
+            current, piece = (part.strip() for part in piece.split(" : ", 1))
+            sections.setdefault(current, {})
+        key, _, value = piece.partition("=")
+        if key.strip():
+            sections.setdefault(current, {})[key.strip()] = value.strip()
+    return sections
+
+
+def cpu_features(system_info: dict[str, dict[str, str]]) -> list[str]:
+    return [flag for flag, value in system_info.get("CPU", {}).items() if value == "1"]
+
+
+def _version(distribution: str) -> str:
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _llama_build() -> tuple[str, list[str], bool, list[DeviceInfo]]:
+    """The system info text, backends, offload support and devices of the llama.cpp build."""
+    import llama_cpp
+
+    from backends import ggml_native
+    from backends.llama_model import init_backend
+
+    init_backend()  # routes llama.cpp's log lines to logging, off the terminal
+    info = llama_cpp.llama_print_system_info().decode("utf-8", errors="replace")
+    offload = bool(llama_cpp.llama_supports_gpu_offload())  # also loads dynamic backends, if any
+    try:
+        names = ggml_native.backend_names()
+        found = [DeviceInfo(d.name, d.description, d.type, d.backend, d.free, d.total)
+                 for d in ggml_native.devices()]
+    except ggml_native.NativeFunctionMissing:
+        names, found = [], []
+    return info, names, offload, found
+
+
+def port_status(host: str, port: int) -> PortInfo:
+    """Whether `fireside serve` could bind host:port now. SO_REUSEADDR as uvicorn sets it on
+    POSIX (a port in TIME_WAIT is free to it); never on Windows, where it would steal the port."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        if sys.platform != "win32":
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            return PortInfo(host, port, False, error.strerror or str(error))
+    return PortInfo(host, port, True)
+
+
+def _config() -> tuple[PathInfo, PathInfo, int | None, str | None]:
+    from app.config import ConfigError, load_config
+    from app.locations import config_file, models_dir
+
+    path, models = config_file(), models_dir()
+    try:
+        count, error = len(load_config(path).models), None
+    except ConfigError as failure:
+        count, error = None, str(failure)
+    return PathInfo(str(path), path.is_file()), PathInfo(str(models), models.is_dir()), count, error
+
+
+def _default_model() -> str | None:
+    from backends.llama_model import ModelLoadError
+    from backends.registry import default_model_path
+
+    try:
+        return str(default_model_path())
+    except ModelLoadError:
+        return None
+
+
+def hints(report: DoctorReport) -> list[str]:
+    """What to do about what the report shows."""
+    found = []
+    install = "reinstall with packaging/install.sh, which builds llama-cpp-python for this machine"
+    if shutil.which("nvidia-smi") and "CUDA" not in report.backends:
+        found.append(f"an NVIDIA GPU driver is present but this llama.cpp build has no CUDA backend: {install}")
+    if report.platform == "Darwin-arm64" and "Metal" not in report.backends and "MTL" not in report.backends:
+        found.append(f"this Mac has Apple Silicon but this llama.cpp build has no Metal backend: {install}")
+    if not report.port.free:
+        found.append(f"port {report.port.port} is taken ({report.port.error}): stop what uses it, "
+                     f"or run `fireside serve --port N` with another")
+    if report.config_error:
+        found.append(f"the config file cannot be read: {report.config_error}")
+    if report.default_model is None and not report.models_configured:
+        found.append("no models: install fireside[default-model] or pass `fireside serve --model PATH.gguf`")
+    return found
+
+
+def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
+    info, names, offload, found = _llama_build()
+    sections = parse_system_info(info)
+    config, models, count, error = _config()
+    report = DoctorReport(
+        fireside_version=_version("fireside"),
+        python_version=platform.python_version(),
+        python_executable=sys.executable,
+        platform=f"{platform.system()}-{platform.machine()}",
+        llama_cpp_python_version=_version("llama-cpp-python"),
+        backends=names, gpu_offload=offload, devices=found,
+        cpu_features=cpu_features(sections), system_info=sections,
+        config_file=config, models_dir=models, models_configured=count, config_error=error,
+        default_model=_default_model(), port=port_status(host, port), hints=[],
+    )
+    report.hints = hints(report)
+    return report
+
+
+# --- printing ----------------------------------------------------------------------------------
+
+def _size(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB"
+
+
+def _path_line(label: str, info: PathInfo, missing: str) -> str:
+    return f"{label}: {info.path} ({'exists' if info.exists else missing})"
+
+
+def render_text(report: DoctorReport) -> str:
+    lines = [
+        f"fireside {report.fireside_version} on Python {report.python_version} ({report.python_executable}), "
+        f"{report.platform}",
+        f"llama-cpp-python {report.llama_cpp_python_version}",
+        f"  backends: {', '.join(report.backends) or 'unknown'}",
+        f"  GPU offload: {'yes' if report.gpu_offload else 'no (this build runs on the CPU)'}",
+        "  devices:" if report.devices else "  devices: none reported",
+    ]
+    for device in report.devices:
+        memory = f"{_size(device.free_bytes)} free of {_size(device.total_bytes)}" if device.total_bytes else "memory unknown"
+        lines.append(f"    {device.name}: {device.description} ({device.type}, {device.backend} backend), {memory}")
+    lines.append(f"  CPU features: {' '.join(report.cpu_features) or 'none reported'}")
+    for section, flags in report.system_info.items():
+        if section != "CPU":
+            lines.append(f"  {section}: {' '.join(f'{k}={v}' for k, v in flags.items())}")
+    lines += [
+        _path_line("config file", report.config_file, "not written yet"),
+        _path_line("models folder", report.models_dir, "not created yet"),
+        f"models configured: {report.models_configured if report.models_configured is not None else 'unknown'}",
+        f"default model: {report.default_model or 'not installed'}",
+        f"port {report.port.port} on {report.port.host}: "
+        + ("free" if report.port.free else f"in use ({report.port.error})"),
+    ]
+    lines += [f"hint: {hint}" for hint in report.hints]
+    return "\n".join(lines)

@@ -1,0 +1,122 @@
+"""`fireside doctor` on this machine's real llama.cpp build: a CPU build, no GPU offload. The
+command is run in-process through an argparse parser built with `doctor.add_command`, as the
+`fireside` command wires it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from app import doctor
+
+
+def run_doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
+    parser = argparse.ArgumentParser(prog="fireside")
+    commands = parser.add_subparsers(dest="command", required=True)
+    doctor.add_command(commands)
+    args = parser.parse_args(["doctor", *argv])
+    assert args.command == "doctor"
+    assert doctor.run(args) == 0
+    return capsys.readouterr().out
+
+
+@pytest.fixture
+def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    config_dir, models_dir = tmp_path / "config", tmp_path / "models"
+    monkeypatch.setenv("FIRESIDE_CONFIG_DIR", str(config_dir))
+    monkeypatch.setenv("FIRESIDE_MODELS_DIR", str(models_dir))
+    return config_dir, models_dir
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_text_report_shows_the_cpu_build_and_the_folders(capsys, folders):
+    config_dir, models_dir = folders
+    out = run_doctor(capsys, "--port", str(free_port()))
+    assert "llama-cpp-python " in out
+    assert "backends: CPU" in out
+    assert "GPU offload: no" in out
+    assert "CPU features: " in out and "none reported" not in out
+    assert f"config file: {config_dir / 'config.toml'} (not written yet)" in out
+    assert f"models folder: {models_dir} (not created yet)" in out
+    assert "models configured: 0" in out
+    assert ": free" in out
+
+
+def test_json_report_is_one_object_with_the_same_facts(capsys, folders):
+    config_dir, models_dir = folders
+    models_dir.mkdir()
+    config_dir.mkdir()
+    (config_dir / "config.toml").write_text(
+        '[[models]]\nid = "a"\nfile = "a.gguf"\n\n[[models]]\nid = "b"\nfile = "b.gguf"\ngpu_layers = "auto"\n'
+    )
+    port = free_port()
+    report = json.loads(run_doctor(capsys, "--json", "--port", str(port)))
+    assert report["backends"] == ["CPU"]
+    assert report["gpu_offload"] is False
+    assert [d["type"] for d in report["devices"]] == ["CPU"]
+    cpu = report["devices"][0]
+    assert 0 < cpu["free_bytes"] <= cpu["total_bytes"]
+    assert report["cpu_features"] == [k for k, v in report["system_info"]["CPU"].items() if v == "1"]
+    assert report["config_file"] == {"path": str(config_dir / "config.toml"), "exists": True}
+    assert report["models_dir"] == {"path": str(models_dir), "exists": True}
+    assert report["models_configured"] == 2 and report["config_error"] is None
+    assert report["port"] == {"host": "127.0.0.1", "port": port, "free": True, "error": None}
+    assert report["python_version"].startswith("3.")
+    assert report["llama_cpp_python_version"][0].isdigit()
+    assert report["default_model"].endswith(".gguf")
+
+
+def test_a_port_in_use_is_reported_busy_with_a_hint(capsys, folders):
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        report = json.loads(run_doctor(capsys, "--json", "--port", str(port)))
+        text = run_doctor(capsys, "--port", str(port))
+    assert report["port"]["free"] is False and report["port"]["error"]
+    assert any(f"port {port} is taken" in hint for hint in report["hints"])
+    assert f"port {port} on 127.0.0.1: in use" in text
+
+
+def test_a_broken_config_is_reported_and_doctor_still_exits_0(capsys, folders):
+    config_dir, _ = folders
+    config_dir.mkdir()
+    (config_dir / "config.toml").write_text("[[models]]\nid = 3\n")
+    report = json.loads(run_doctor(capsys, "--json", "--port", str(free_port())))
+    assert report["models_configured"] is None
+    assert "id is required" in report["config_error"]
+
+
+def test_an_nvidia_driver_without_a_cuda_build_gets_a_hint(capsys, folders, tmp_path, monkeypatch):
+    fake = tmp_path / "bin" / "nvidia-smi"  # a fake driver tool: no GPU here
+    fake.parent.mkdir()
+    fake.write_text("#!/bin/sh\nexit 0\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    report = json.loads(run_doctor(capsys, "--json", "--port", str(free_port())))
+    assert any("no CUDA backend" in hint and "packaging/install.sh" in hint for hint in report["hints"])
+
+
+def test_system_info_of_a_cuda_build_parses_by_section():
+    # The shape of llama_print_system_info() on a CUDA build (which cannot run here).
+    text = ("CUDA : ARCHS = 890 | USE_GRAPHS = 1 | PEER_MAX_BATCH_SIZE = 128 | "
+            "CPU : SSE3 = 1 | AVX = 1 | AVX2 = 1 | AVX512 = 0 | LLAMAFILE = 1 | ")
+    sections = doctor.parse_system_info(text)
+    assert sections == {
+        "CUDA": {"ARCHS": "890", "USE_GRAPHS": "1", "PEER_MAX_BATCH_SIZE": "128"},
+        "CPU": {"SSE3": "1", "AVX": "1", "AVX2": "1", "AVX512": "0", "LLAMAFILE": "1"},
+    }
+    assert doctor.cpu_features(sections) == ["SSE3", "AVX", "AVX2", "LLAMAFILE"]
+    metal = doctor.parse_system_info("Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | ARM_FMA = 1 | ")
+    assert doctor.cpu_features(metal) == ["NEON", "ARM_FMA"]

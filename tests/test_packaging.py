@@ -1,0 +1,203 @@
+"""`packaging/`: the install scripts and the service files.
+
+`install.sh --dry-run` runs in a fake environment: a temporary folder first on PATH holds fakes
+of `uname`, `sysctl` and `nvidia-smi` (no GPU and no Mac here) to steer the detection, and a
+fake `pipx` that records any call, to show that a dry run installs nothing. The service files are
+parsed, and their command is run with a fake `fireside` in a temporary home.
+"""
+
+from __future__ import annotations
+
+import configparser
+import os
+import plistlib
+import shlex
+import shutil
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGING = ROOT / "packaging"
+INSTALL_SH = PACKAGING / "install.sh"
+PIP_ARGS = "'--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python'"
+
+
+def write_tool(folder: Path, name: str, body: str) -> Path:
+    tool = folder / name
+    tool.write_text(f"#!/bin/sh\n{body}\n")
+    tool.chmod(tool.stat().st_mode | stat.S_IEXEC | stat.S_IXGRP | stat.S_IXOTH)
+    return tool
+
+
+def fake_env(tmp_path: Path, system: str, machine: str, *, nvidia: bool = False, arm64_hw: bool = False,
+             **extra: str) -> dict[str, str]:
+    """PATH with the fakes first and without any folder that holds a real nvidia-smi."""
+    fakes = tmp_path / "fakes"
+    fakes.mkdir(exist_ok=True)
+    write_tool(fakes, "uname", f'case "$1" in -s) echo {system} ;; -m) echo {machine} ;; *) echo {system} ;; esac')
+    write_tool(fakes, "sysctl", f"echo {1 if arm64_hw else 0}")
+    write_tool(fakes, "pipx", f'echo "$@" >> "{tmp_path}/pipx-calls"')
+    if nvidia:
+        write_tool(fakes, "nvidia-smi", "echo 'GPU 0: NVIDIA GeForce RTX 4090 (fake)'")
+    real = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()]
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}
+    env |= {"PATH": os.pathsep.join([str(fakes), *real]), "HOME": str(home), **extra}
+    return env
+
+
+def dry_run(tmp_path: Path, env: dict[str, str], *args: str) -> str:
+    result = subprocess.run(
+        ["bash", str(INSTALL_SH), "--dry-run", "--python", sys.executable, *args],
+        env=env, capture_output=True, text=True, timeout=30,
+    )
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "pipx-calls").exists(), "a dry run must not call pipx"
+    return result.stdout
+
+
+def install_line(out: str) -> str:
+    [line] = [line for line in out.splitlines() if line.startswith("+ env ") and " install " in line]
+    return line
+
+
+def test_install_sh_is_valid_bash():
+    subprocess.run(["bash", "-n", str(INSTALL_SH)], check=True)
+    assert INSTALL_SH.stat().st_mode & stat.S_IXUSR
+    text = INSTALL_SH.read_text()
+    assert "set -euo pipefail" in text
+
+
+@pytest.mark.skipif(shutil.which("shellcheck") is None, reason="shellcheck is not installed")
+def test_install_sh_is_shellcheck_clean():
+    subprocess.run(["shellcheck", str(INSTALL_SH)], check=True)
+
+
+def test_nvidia_smi_gives_the_cuda_build(tmp_path):
+    out = dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64", nvidia=True))
+    assert "building llama-cpp-python for: cuda" in out
+    line = install_line(out)
+    assert line == (f"+ env CMAKE_ARGS=-DGGML_CUDA=on FORCE_CMAKE=1 pipx install --force --python {sys.executable} "
+                    f"{PIP_ARGS} {ROOT}")
+    assert out.rstrip().endswith("+ fireside doctor")
+
+
+def test_apple_silicon_gives_the_metal_build(tmp_path):
+    out = dry_run(tmp_path, fake_env(tmp_path, "Darwin", "arm64"))
+    assert "building llama-cpp-python for: metal" in out
+    assert ("CMAKE_ARGS='-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on'"
+            in install_line(out))
+
+
+def test_rosetta_on_apple_silicon_still_builds_metal_and_warns(tmp_path):
+    env = fake_env(tmp_path, "Darwin", "x86_64", arm64_hw=True)
+    result = subprocess.run(["bash", str(INSTALL_SH), "--dry-run", "--python", sys.executable],
+                            env=env, capture_output=True, text=True, timeout=30)
+    assert "-DGGML_METAL=on" in install_line(result.stdout)
+    assert "Rosetta" in result.stderr
+
+
+@pytest.mark.parametrize(("system", "machine"), [("Linux", "x86_64"), ("Linux", "aarch64"), ("Darwin", "x86_64")])
+def test_anything_else_gives_the_cpu_build(tmp_path, system, machine):
+    out = dry_run(tmp_path, fake_env(tmp_path, system, machine))
+    assert "building llama-cpp-python for: cpu" in out
+    line = install_line(out)
+    assert line.startswith("+ env CMAKE_ARGS=-DGGML_NATIVE=on FORCE_CMAKE=1 pipx install --force ")
+    assert "GGML_CUDA" not in line and "GGML_METAL" not in line
+    assert PIP_ARGS in line
+
+
+def test_backend_option_and_user_cmake_args(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", nvidia=True, CMAKE_ARGS="-DGGML_CUDA_F16=on")
+    line = install_line(dry_run(tmp_path, env))
+    assert "CMAKE_ARGS='-DGGML_CUDA=on -DGGML_CUDA_F16=on'" in line
+    line = install_line(dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64", nvidia=True), "--backend", "cpu"))
+    assert "CMAKE_ARGS=-DGGML_NATIVE=on" in line
+
+
+def test_default_model_extra_and_specs(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64")
+    assert install_line(dry_run(tmp_path, env, "--with-default-model")).endswith(f"'{ROOT}[default-model]'")
+    assert install_line(dry_run(tmp_path, env, "--spec", "fireside==0.1.0")).endswith(" fireside==0.1.0")
+    line = install_line(dry_run(tmp_path, env, "--with-default-model", "--spec", "git+https://example.org/f.git"))
+    assert line.endswith(" 'fireside[default-model] @ git+https://example.org/f.git'")
+
+
+def test_service_option_enables_the_unit_or_the_agent(tmp_path):
+    out = dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64"), "--service")
+    assert f"+ cp {PACKAGING}/systemd/fireside.service {tmp_path}/home/.config/systemd/user/fireside.service" in out
+    assert "+ systemctl --user enable --now fireside" in out
+    out = dry_run(tmp_path, fake_env(tmp_path, "Darwin", "arm64"), "--service")
+    assert f"{tmp_path}/home/Library/LaunchAgents/dev.fireside.serve.plist" in out
+    assert f"+ launchctl bootstrap gui/{os.getuid()} " in out
+
+
+def test_unknown_options_are_refused(tmp_path):
+    result = subprocess.run(["bash", str(INSTALL_SH), "--frobnicate"], env=fake_env(tmp_path, "Linux", "x86_64"),
+                            capture_output=True, text=True, timeout=30)
+    assert result.returncode == 1 and "unknown option: --frobnicate" in result.stderr
+
+
+def test_install_ps1_builds_cuda_when_nvidia_smi_is_found_else_cpu():
+    text = (PACKAGING / "install.ps1").read_text()
+    assert "Get-Command nvidia-smi" in text
+    assert '"-DGGML_CUDA=on"' in text and '"-DGGML_NATIVE=on"' in text
+    assert '"--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python"' in text
+    assert "fireside[default-model]" in text and "$DryRun" in text
+    assert text.count("{") == text.count("}")
+
+
+@pytest.mark.skipif(shutil.which("pwsh") is None, reason="PowerShell is not installed")
+def test_install_ps1_parses():
+    script = ("$e = $null; [System.Management.Automation.Language.Parser]::ParseFile("
+              f"'{PACKAGING / 'install.ps1'}', [ref]$null, [ref]$e) | Out-Null; exit $e.Count")
+    subprocess.run(["pwsh", "-NoProfile", "-Command", script], check=True)
+
+
+def fake_fireside(home: Path) -> Path:
+    """`~/.local/bin/fireside` that prints its arguments."""
+    folder = home / ".local" / "bin"
+    folder.mkdir(parents=True)
+    return write_tool(folder, "fireside", 'echo "fake fireside: $*"')
+
+
+def test_systemd_unit_runs_fireside_serve_from_pipx_bin(tmp_path):
+    unit = configparser.ConfigParser(interpolation=None, strict=True)
+    unit.optionxform = str  # systemd keys are case-sensitive
+    unit.read(PACKAGING / "systemd" / "fireside.service")
+    assert unit.sections() == ["Unit", "Service", "Install"]
+    service = unit["Service"]
+    assert service["ExecStart"] == "%h/.local/bin/fireside serve"
+    assert service["Restart"] == "on-failure"
+    assert unit["Install"]["WantedBy"] == "default.target"  # what `systemctl --user enable` hooks into
+    home = tmp_path / "home"
+    fake_fireside(home)
+    command = shlex.split(service["ExecStart"].replace("%h", str(home)))
+    result = subprocess.run(command, capture_output=True, text=True, check=True, timeout=10)
+    assert result.stdout.strip() == "fake fireside: serve"
+
+
+def test_launchd_plist_runs_fireside_serve_at_load_and_logs(tmp_path):
+    with (PACKAGING / "launchd" / "dev.fireside.serve.plist").open("rb") as file:
+        plist = plistlib.load(file)
+    assert plist["Label"] == "dev.fireside.serve"
+    assert plist["RunAtLoad"] is True
+    assert plist["KeepAlive"]  # restarted after a crash
+    home = tmp_path / "home"
+    fake_fireside(home)
+    env = {"HOME": str(home), "PATH": "/usr/bin:/bin"}  # what launchd gives an agent
+    subprocess.run(plist["ProgramArguments"], env=env, check=True, timeout=10)
+    log = home / "Library" / "Logs" / "fireside.log"
+    assert log.read_text().strip() == "fake fireside: serve"
+
+
+def test_packaging_readme_covers_each_file():
+    readme = (PACKAGING / "README.md").read_text()
+    for name in ("install.sh", "install.ps1", "fireside.service", "dev.fireside.serve.plist",
+                 "systemctl --user enable --now fireside", "launchctl bootstrap", "fireside doctor"):
+        assert name in readme
