@@ -21,16 +21,16 @@ from app.generation import (
     collect,
     new_id,
     now,
-    acquire_model,
     sse_response,
     submit,
+    with_model,
 )
 from app.logprobs import Entry
 from app.normalize import (
     ECHO_ALL,
-    answer_grammar,
     NO_IMAGES,
     ReasoningFirst,
+    answer_grammar,
     cache_keys,
     check_meaning,
     check_token_ids,
@@ -348,12 +348,7 @@ async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings,
     clock = RequestClock()
     request = decode_request(body, ChatCompletionRequest)
     check_meaning(request)
-    lease = await acquire_model(registry, request.model)
-    try:
-        return await _chat(lease, request, settings, receive, clock)
-    except BaseException:
-        lease.release()  # a stream releases it when it ends; anything else ends here
-        raise
+    return await with_model(registry, request.model, lambda lease: _chat(lease, request, settings, receive, clock))
 
 
 async def _chat(lease: Lease, request: ChatCompletionRequest, settings: ApiSettings, receive: Receive,

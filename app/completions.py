@@ -17,9 +17,9 @@ from app.generation import (
     collect,
     new_id,
     now,
-    acquire_model,
     sse_response,
     submit,
+    with_model,
 )
 from app.logprobs import Entry
 from app.normalize import (
@@ -156,12 +156,7 @@ async def create_completion(registry: ModelRegistry, settings: ApiSettings, body
     clock = RequestClock()
     request = decode_request(body, CompletionRequest)
     check_meaning(request)
-    lease = await acquire_model(registry, request.model)
-    try:
-        return await _complete(lease, request, settings, receive, clock)
-    except BaseException:
-        lease.release()  # a stream releases it when it ends; anything else ends here
-        raise
+    return await with_model(registry, request.model, lambda lease: _complete(lease, request, settings, receive, clock))
 
 
 async def _complete(lease: Lease, request: CompletionRequest, settings: ApiSettings, receive: Receive,

@@ -11,18 +11,25 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import msgspec
-from litestar.response import Stream
+from litestar.response import Response, Stream
 from litestar.types import Receive
 
 from app.errors import ApiError, EngineFailure, ModelNotFound, TooManyRequests
 from app.logprobs import Entry
 from app.perf_metrics import RequestClock
-from app.request_log import note_error, note_job, note_model, note_response_id, output_parts, track
+from app.request_log import (
+    note_error,
+    note_job,
+    note_model,
+    note_response_id,
+    output_parts,
+    track,
+)
 from app.response_types import UsageInfo
 from app.stream_buffer import BufferPolicy, ChunkBuffer, Piece
 from backends.engine import QueueFull
@@ -50,6 +57,18 @@ def submit(served: ServedModel, job: GenerationJob) -> JobHandle:
         return served.engine.submit(job)
     except QueueFull as full:
         raise TooManyRequests(str(full), full.retry_after) from None
+
+
+async def with_model(registry: ModelRegistry, name: str,
+                     respond: Callable[[Lease], Awaitable[Response | Stream]]) -> Response | Stream:
+    """`respond` under a lease on the request's model. A stream releases the lease when it ends
+    (`sse_response`'s `on_close`); a whole answer releases it itself; a failure releases it here."""
+    lease = await acquire_model(registry, name)
+    try:
+        return await respond(lease)
+    except BaseException:
+        lease.release()
+        raise
 
 
 async def acquire_model(registry: ModelRegistry, name: str) -> Lease:

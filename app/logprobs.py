@@ -13,11 +13,9 @@ from __future__ import annotations
 
 import base64
 import codecs
-import threading
-import weakref
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import Literal, Protocol
 
 import numpy as np
 
@@ -29,9 +27,7 @@ from app.response_types import (
     TopLogProb,
 )
 from backends.jobs import MASK_LIST_LIMIT, TokenLogprob
-
-if TYPE_CHECKING:
-    from backends.llama_model import LlamaModel
+from backends.model_cache import per_model
 
 MaskMode = Literal["count", "non_zero_list", "non_zero_buffer"]
 
@@ -89,17 +85,7 @@ class TokenTexts:
         return TokenText(piece.decode("utf-8", errors="replace"), list(piece), piece, plain)
 
 
-_texts_by_model: weakref.WeakKeyDictionary[LlamaModel, TokenTexts] = weakref.WeakKeyDictionary()
-_texts_lock = threading.Lock()
-
-
-def token_texts(model: LlamaModel) -> TokenTexts:
-    """The model's shared cache, created on first use and dropped with the model."""
-    with _texts_lock:
-        texts = _texts_by_model.get(model)
-        if texts is None:
-            texts = _texts_by_model[model] = TokenTexts(model)
-        return texts
+token_texts = per_model(TokenTexts)  # the model's shared token text cache
 
 
 class _Offset:

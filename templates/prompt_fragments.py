@@ -24,8 +24,6 @@ prompt or follows an `int` fragment.
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,6 +31,7 @@ from typing import Protocol
 import llama_cpp
 
 from backends.llama_model import LlamaModel
+from backends.model_cache import per_model
 
 Fragment = str | int
 
@@ -132,17 +131,7 @@ def read_special_tokens(model: LlamaModel) -> SpecialVocab:
     return SpecialVocab(tokens)
 
 
-_vocabs: weakref.WeakKeyDictionary[LlamaModel, SpecialVocab] = weakref.WeakKeyDictionary()
-_vocabs_lock = threading.Lock()
-
-
-def special_vocab(model: LlamaModel) -> SpecialVocab:
-    """The model's special tokens, read once and dropped with the model."""
-    with _vocabs_lock:
-        vocab = _vocabs.get(model)
-        if vocab is None:
-            vocab = _vocabs[model] = read_special_tokens(model)
-        return vocab
+special_vocab = per_model(read_special_tokens)  # read once per model, dropped with it
 
 
 def prompt_fragments(text: str, vocab: SpecialVocab, *, restore: dict[int, str] | None = None) -> list[Fragment]:

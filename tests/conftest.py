@@ -142,3 +142,20 @@ def http(server: RunningServer) -> Iterator[httpx.Client]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def openai_client(server):
+    import openai
+
+    with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
+        yield client
+
+
+@pytest.fixture
+def fireworks_client(server):
+    import fireworks
+
+    # The Fireworks SDK appends /v1/... to its base URL, as with https://api.fireworks.ai/inference
+    with fireworks.Fireworks(base_url=server.base_url, api_key="unused", max_retries=0) as client:
+        yield client

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import math
 
-import fireworks
 import openai
 import pytest
 
@@ -15,16 +14,6 @@ from tests.fireworks_shapes import FRANCE, IM_START
 GREETING = [{"role": "user", "content": "Hi"}]
 
 
-@pytest.fixture
-def openai_client(server):
-    with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def fireworks_client(server):
-    with fireworks.Fireworks(base_url=server.base_url, api_key="unused", max_retries=0) as client:
-        yield client
 
 
 def _extra(value, name: str):

@@ -9,17 +9,6 @@ import pytest
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
-@pytest.fixture
-def openai_client(server):
-    with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
-        yield client
-
-
-@pytest.fixture
-def fireworks_client(server):
-    # The Fireworks SDK appends /v1/... to its base URL, as with https://api.fireworks.ai/inference
-    with fireworks.Fireworks(base_url=server.base_url, api_key="unused", max_retries=0) as client:
-        yield client
 
 
 def test_openai_completion(openai_client, server):
