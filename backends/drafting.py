@@ -14,10 +14,11 @@ from collections import defaultdict
 # Checking k drafted tokens costs a (k + 1)-token decode; on a CPU a 2- or 3-token batch costs
 # about as much as decoding its tokens one by one, so short drafts gain nothing.
 MIN_DRAFT = 4
-# Wider batches decode faster per token up to about 32 tokens on CPUs; llama.cpp's CPU kernels
-# also give bit-identical logits per row only below about 64 rows, and greedy output must not
-# change with drafting.
-MAX_DRAFT = 32
+# Wider batches decode faster per token up to about 32 rows on CPUs, but a draft that departs
+# early wastes the rest of its rows: 24 did best on edit-style requests (tests/bench/
+# bench_speculation.py). llama.cpp's CPU kernels also give bit-identical logits per row only in
+# batches below about 64 rows, and greedy output must not change with drafting.
+MAX_DRAFT = 24
 RESYNC_CONTEXT = 8  # output tokens compared when looking for the place in the prediction
 MIN_RESYNC_MATCH = 3  # fewer matching tokens (a line break, a common word) find wrong places
 

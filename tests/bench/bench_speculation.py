@@ -39,29 +39,27 @@ When a request ends, its tokens stay in the cache. The next request that starts 
 that was already done, which makes the second turn of a chat fast.
 """
 
-CODE = '''def fibonacci(n):
-    """Return the n-th Fibonacci number."""
-    if n < 2:
-        return n
-    a, b = 0, 1
-    for _ in range(n - 1):
-        a, b = b, a + b
-    return b
+NOTES = """Meeting notes, Tuesday
+- The release moves to Friday because the installer still fails on Windows.
+- Ana will fix the installer and send a new build to the testers on Wednesday.
+- Ben will write the release notes and ask the designers for two screenshots.
+- The team agreed to keep the old settings page for one more version.
+- Next meeting: Thursday at ten, in the small room.
+"""
 
+RECIPE = """Tomato soup for four
+Chop two onions and three cloves of garlic. Warm a spoon of olive oil in a large pot and cook the onions slowly \
+until they are soft.
+Add the garlic, one kilo of ripe tomatoes cut in quarters, a pinch of salt and half a litre of water.
+Let it simmer for twenty minutes, then blend until smooth and season with pepper and a little sugar.
+Serve hot with bread and a spoon of cream on top.
+"""
 
-def is_prime(n):
-    """Return True when n is prime."""
-    if n < 2:
-        return False
-    for d in range(2, int(n ** 0.5) + 1):
-        if n % d == 0:
-            return False
-    return True
-'''
-
+# (document, the predicted output: the document with one small change)
 DOCUMENTS = {
     "prose": (PROSE, PROSE.replace("four apps", "three apps")),
-    "code": (CODE, CODE.replace("def is_prime", "def prime")),
+    "notes": (NOTES, NOTES.replace("Ana will", "Maria will")),
+    "recipe": (RECIPE, RECIPE.replace("twenty minutes", "thirty minutes")),
 }
 
 
