@@ -53,23 +53,32 @@ class RunningServer:
 
 
 def start_server(*args: str, timeout: float = 90.0) -> RunningServer:
+    """A `fireside serve` process with `args`, once its /health answers (killed if it never does)."""
     port = free_port()
     process = subprocess.Popen(
         [str(FIRESIDE), "serve", "--port", str(port), *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
     base_url = f"http://127.0.0.1:{port}"
+    try:
+        return _wait_until_serving(process, base_url, timeout)
+    except BaseException:
+        stop_process(process)  # never leave a server behind a failed start
+        raise
+
+
+def _wait_until_serving(process: subprocess.Popen[str], base_url: str, timeout: float) -> RunningServer:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise RuntimeError(f"fireside exited with {process.returncode}: {process.stdout.read()}")
         try:
             health = httpx.get(f"{base_url}/health", timeout=2).json()
-            # the first loaded model ("" when every model loads on first use)
-            return RunningServer(base_url, health["models"][0]["id"] if health["models"] else "", process)
         except httpx.HTTPError:
             time.sleep(0.2)
-    process.kill()
+            continue
+        # the first loaded model ("" when every model loads on first use)
+        return RunningServer(base_url, health["models"][0]["id"] if health["models"] else "", process)
     raise RuntimeError("fireside did not start in time")
 
 
