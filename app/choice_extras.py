@@ -83,10 +83,6 @@ class ChoiceExtras:
         return self.options.logprobs is not None and self.options.logprobs.prompt_last > 0
 
     @property
-    def token_ids_wanted(self) -> bool:
-        return self.options.token_ids
-
-    @property
     def per_token(self) -> bool:
         """Chunks carry something for every token, even while its text is held back."""
         return self.options.token_ids or self.options.internal_content or self.shaper is not None

@@ -123,7 +123,7 @@ class CompletionStreamShape:
             echo = self.echoes[choice] if self.echoes else ""
             if echo and self.extras.scores_prompt:
                 echo = ""  # it goes out with its log-probabilities
-            if echo or self.extras.token_ids_wanted:
+            if echo or self.extras.options.token_ids:
                 chunks.append(self._chunk([self._choice(choice, echo, prompt_ids=True)]))
         return chunks
 

@@ -73,12 +73,6 @@ class TokenTexts:
             cached = self._cache[token] = self._load(token)
         return cached
 
-    def text(self, token: int) -> str:
-        return self.get(token).text
-
-    def bytes_of(self, token: int) -> list[int]:
-        return self.get(token).bytes
-
     def _load(self, token: int) -> TokenText:
         piece = self._model.token_piece(token, special=True)
         plain = self._model.token_piece(token, special=False)

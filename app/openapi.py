@@ -85,5 +85,12 @@ def openapi_document() -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": "Fireside", "version": "0.1.0", "description": "Fireworks inference API on local GGUF models"},
         "paths": paths,
-        "components": {"schemas": components},
+        "components": {
+            "schemas": components,
+            "securitySchemes": {"BearerAuth": {
+                "type": "http", "scheme": "bearer",
+                "description": "Required when the server runs with --api-key (every path but /health)",
+            }},
+        },
+        "security": [{"BearerAuth": []}, {}],
     }

@@ -187,11 +187,6 @@ class ModelRegistry:
         entry = self._find(name)
         return entry.spec if entry is not None else None
 
-    def resolve(self, name: str) -> ServedModel | None:
-        """The loaded model for `name` (None when unknown or not loaded)."""
-        entry = self._find(name)
-        return entry.served if entry is not None else None
-
     # ---- leases -----------------------------------------------------------------------------
 
     async def acquire(self, name: str) -> Lease | None:

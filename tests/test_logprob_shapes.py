@@ -91,12 +91,12 @@ def test_token_piece_matches_token_bytes_and_is_thread_safe(model: LlamaModel) -
 
 
 def test_token_texts(model: LlamaModel, texts: TokenTexts) -> None:
-    assert texts.text(WORLD) == " world"
-    assert texts.bytes_of(WORLD) == [32, 119, 111, 114, 108, 100]
+    assert texts.get(WORLD).text == " world"
+    assert texts.get(WORLD).bytes == [32, 119, 111, 114, 108, 100]
     assert texts.get(WORLD) is texts.get(WORLD)  # cached
     # special tokens show their text; the choice's text has them only when they are rendered
-    assert texts.text(IM_END) == "<|im_end|>"
-    assert texts.bytes_of(IM_END) == list(b"<|im_end|>")
+    assert texts.get(IM_END).text == "<|im_end|>"
+    assert texts.get(IM_END).bytes == list(b"<|im_end|>")
     assert texts.get(IM_END).plain == b""
     # a character split over two tokens: exact bytes, replacement characters in the texts
     first, second = (texts.get(token) for token in SMILEY)
