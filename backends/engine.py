@@ -511,6 +511,13 @@ class Engine:
             if not seq.prefilling:
                 batch.logits[rows - 1] = True
                 seq.output_row = rows - 1
+                if seq.drafter is not None and take == 1 and room > 0 and seq.max_tokens > 0:
+                    # The first tokens are drafted right after a prompt whose prefix was cached, in
+                    # the same decode. Not after a longer chunk: rows added to a wide batch change
+                    # how llama.cpp tiles it, and with that the chunk's numbers.
+                    drafted = self._put_draft(seq, rows, room)
+                    rows += drafted
+                    room -= drafted
         batch.n_tokens = rows
         return rows, prefill
 
@@ -524,8 +531,8 @@ class Engine:
             self._prompt_rows.append((seq, row, position))
 
     def _put_draft(self, seq: _Sequence, row: int, room: int) -> int:
-        """Draft tokens after the sequence's next token, each with its logits (checked after the
-        decode); returns how many went in."""
+        """Draft tokens after what the sequence feeds this step (its next token, or the end of
+        its prompt), each with its logits (checked after the decode); returns how many went in."""
         seq.draft = ()
         if seq.budget is not None and seq.budget.forced:
             return 0
@@ -603,8 +610,8 @@ class Engine:
                and not (seq.budget is not None and seq.budget.forced)):
             kept += 1
             token = self._sample_row(seq, row + kept)
-        # The tokens this step cached: the fed token, then the drafts; keep the fed token and the drafts matched.
-        keep = seq.mark[0] + 1 + kept
+        # The drafts are the last tokens this step put in the slot's cache; keep those matched.
+        keep = len(slot.tokens) - len(draft) + kept
         if keep < len(slot.tokens):
             llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
             del slot.tokens[keep:]
