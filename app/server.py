@@ -9,6 +9,7 @@ from msgspec import UNSET
 
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException
+from litestar.params import FromPath
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.response import Stream
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
@@ -70,7 +71,7 @@ async def list_models(request: Request) -> ModelList:
 
 
 @get(_paths("/models/{model_id:path}"))
-async def get_model(request: Request, model_id: str) -> ModelCard:
+async def get_model(request: Request, model_id: FromPath[str]) -> ModelCard:
     name = model_id.lstrip("/")
     for spec, served, created in _registry(request).specs():
         if _registry(request).knows(name) is spec:
