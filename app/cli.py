@@ -162,6 +162,9 @@ def serve(args: argparse.Namespace) -> int:
             if served is None:
                 print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
                       f"{_duration(spec.keep_alive)} unused)")
+                if not spec.path.is_file():
+                    print(f"fireside: warning: {spec.id}: {spec.path} does not exist; requests for it get 503 "
+                          "until it does (`fireside pull` downloads models)", file=sys.stderr)
         print(security.describe(security_settings))
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)

@@ -58,6 +58,16 @@ class TooManyRequests(ApiError):
         super().__init__(message, code="server_busy", headers={"Retry-After": str(retry_after)})
 
 
+class ModelUnavailable(ApiError):
+    """A known model that cannot be loaded now (its file is missing or unreadable)."""
+
+    status_code = 503
+    error_type = "server_error"
+
+    def __init__(self, message: str):
+        super().__init__(message, param="model", code="model_unavailable")
+
+
 class EngineFailure(ApiError):
     """Generation failed inside the engine for this request alone."""
 

@@ -19,7 +19,7 @@ import msgspec
 from litestar.response import Response, Stream
 from litestar.types import Receive
 
-from app.errors import ApiError, EngineFailure, ModelNotFound, TooManyRequests
+from app.errors import ApiError, EngineFailure, ModelNotFound, ModelUnavailable, TooManyRequests
 from app.logprobs import Entry
 from app.perf_metrics import RequestClock
 from app.request_log import (
@@ -77,7 +77,7 @@ async def acquire_model(registry: ModelRegistry, name: str) -> Lease:
     try:
         lease = await registry.acquire(name)
     except ModelLoadError as error:
-        raise EngineFailure(f"model {name} could not be loaded: {error}") from None
+        raise ModelUnavailable(f"model {name} could not be loaded: {error}") from None
     if lease is None:
         raise ModelNotFound(name)
     return lease

@@ -180,3 +180,19 @@ def test_config_edits_keep_comments_and_parse_units(tmp_path: Path) -> None:
     duplicate = write_config(tmp_path / "dup", entry("a") + entry("b", aliases='["a"]'))
     with pytest.raises(ConfigError, match="'a' is used by"):
         load_config(duplicate)
+
+
+def test_a_configured_model_whose_file_is_missing_is_503_and_the_others_serve(config_dir: Path,
+                                                                               tmp_path: Path) -> None:
+    config = write_config(config_dir, entry("here") + f'[[models]]\nid = "gone"\nfile = "{tmp_path / "gone.gguf"}"\n')
+    server = serve(config)
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=60) as client:
+            missing = complete(client, "gone")
+            assert missing.status_code == 503
+            error = missing.json()["error"]
+            assert error["code"] == "model_unavailable" and "gone.gguf" in error["message"]
+            assert complete(client, "here").status_code == 200
+            assert models(client) == {"here": True, "gone": False}
+    finally:
+        stop_server(server)
