@@ -27,7 +27,6 @@ from app.generation import (
 )
 from app.logprobs import Entry
 from app.normalize import (
-    ECHO_ALL,
     NO_IMAGES,
     ReasoningFirst,
     answer_grammar,
@@ -250,7 +249,6 @@ class ChatStreamShape:
     prompt: str
     tool_names: set[str] | None
     extras: ChoiceExtras
-    echoes: list[str] | None
     outputs: dict[int, ChatOutput] = field(default_factory=dict)
 
     def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET, *,
@@ -262,15 +260,14 @@ class ChatStreamShape:
     def opening(self) -> list[ChatCompletionStreamResponse]:
         chunks = []
         for i in range(self.extras.choice_count):
-            echo = self.echoes[i] if self.echoes and not self.extras.scores_prompt else ""
+            echo = "" if self.extras.scores_prompt else self.extras.echo(i)  # else it comes with its logprobs
             opening = ChatStreamChoice(i, DeltaMessage(role="assistant", content=echo), None, None)
             chunks.append(self._chunk([opening], prompt_ids=self.extras.prompt_ids(i)))
         return chunks
 
     def prompt_scored(self, choice: int, entries: list[Entry]) -> list[ChatCompletionStreamResponse]:
-        echo = self.echoes[choice] if self.echoes else ""
         logprobs = self.extras.prompt_logprobs(choice, entries)
-        return [self._chunk([ChatStreamChoice(choice, DeltaMessage(content=echo), None, logprobs)])]
+        return [self._chunk([ChatStreamChoice(choice, DeltaMessage(content=self.extras.echo(choice)), None, logprobs)])]
 
     def _output(self, choice: int) -> ChatOutput:
         output = self.outputs.get(choice)
@@ -337,12 +334,6 @@ def _safe_tokenization(request: ChatCompletionRequest) -> bool | None:
     return request.safe_tokenization
 
 
-def _echo_text(prompt: ChatPrompt, echo: int, model: LlamaModel) -> str:
-    if echo == ECHO_ALL or echo >= len(prompt.tokens):
-        return prompt.text
-    return model.detokenize(prompt.tokens[len(prompt.tokens) - echo:]) if echo else ""
-
-
 async def create_chat_completion(registry: ModelRegistry, settings: ApiSettings, body: bytes,
                                  receive: Receive) -> Response | Stream:
     clock = RequestClock()
@@ -397,17 +388,13 @@ async def _chat(lease: Lease, request: ChatCompletionRequest, settings: ApiSetti
         draft=draft_tokens(request, model),
         priority=request.service_tier == "priority",
     )
-    echoes = None
-    if options.echo is not None:
-        echoes = [_echo_text(prompt, options.echo, model)] * job.choice_count
     extras = ChoiceExtras.for_job(options, served, job, clock, request_log=RequestLog(request.metadata, request.user),
-                                  fragments=[prompt.fragments],
-                                  echo_offsets=[len(echo) for echo in echoes] if echoes else None)
+                                  fragments=[prompt.fragments], prompt_texts=[prompt.text])
     handle = submit(served, job)
     response_id, created = new_id("chatcmpl"), now()
     tool_names = set(tools.allowed) if tools is not None and tools.mode != "none" else None
     if request.stream:
-        shape = ChatStreamShape(response_id, created, request.model, chat, prompt.text, tool_names, extras, echoes)
+        shape = ChatStreamShape(response_id, created, request.model, chat, prompt.text, tool_names, extras)
         return sse_response(handle, shape, StreamOptions(include_usage(request), stream_buffer(request)), clock,
                             on_close=lease.release)
     try:
@@ -417,8 +404,8 @@ async def _chat(lease: Lease, request: ChatCompletionRequest, settings: ApiSetti
     choices = []
     for i, result in enumerate(results):
         message, output = _message(chat, prompt.text, result.text, tool_names)
-        if echoes:
-            message.content = echoes[i] + (message.content or "")
+        if options.echo is not None:
+            message.content = extras.echo(i) + (message.content or "")
         choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output),
                                   extras.whole_logprobs(i, result), raw_output=extras.whole_raw_output(i, result),
                                   token_ids=extras.token_ids(result.tokens)))

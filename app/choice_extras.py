@@ -14,12 +14,13 @@ from msgspec import UNSET, UnsetType
 
 from app.generation import ChoiceResult, UsageCounter
 from app.logprobs import Entry, LogprobShaper, merge_logprobs, token_texts
-from app.normalize import OutputOptions
+from app.normalize import ECHO_ALL, OutputOptions
 from app.perf_metrics import RequestClock, perf_headers, perf_metrics
 from app.request_log import note_caller
 from app.response_types import ChoiceLogprobs, NewLogProbs, RawOutput
 from app.stream_buffer import Piece
 from backends.jobs import GenerationJob
+from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
 
 Fragments = list[str | int]
@@ -31,6 +32,13 @@ class _Streamed:
 
     tokens: list[int] = field(default_factory=list)
     logprobs: list[Entry] = field(default_factory=list)
+
+
+def echo_text(tokens: tuple[int, ...], text: str, echo: int, model: LlamaModel) -> str:
+    """The prompt as `text` (`echo`), or its last N tokens as text (`echo_last`)."""
+    if echo == ECHO_ALL or echo >= len(tokens):
+        return text
+    return model.detokenize(list(tokens[len(tokens) - echo:])) if echo else ""
 
 
 @dataclass(frozen=True)
@@ -49,7 +57,7 @@ class ChoiceExtras:
     job: GenerationJob
     clock: RequestClock
     fragments: list[Fragments]  # per prompt: what `raw_output.prompt_fragments` shows
-    echo_offsets: list[int] | None  # per choice: where the completion's text starts (after the echo)
+    echoes: list[str] | None  # per prompt: the echoed text (`echo`, `echo_last`)
     grammar_text: str | None
     request_log: RequestLog
     shaper: LogprobShaper | None = None
@@ -59,9 +67,13 @@ class ChoiceExtras:
 
     @classmethod
     def for_job(cls, options: OutputOptions, served: ServedModel, job: GenerationJob, clock: RequestClock, *,
-                request_log: RequestLog, fragments: list[Fragments],
-                echo_offsets: list[int] | None = None) -> ChoiceExtras:
-        extras = cls(options, served, job, clock, fragments, echo_offsets,
+                request_log: RequestLog, fragments: list[Fragments], prompt_texts: list[str]) -> ChoiceExtras:
+        """`prompt_texts`: each prompt as text (what `echo: true` returns)."""
+        echoes = None
+        if options.echo is not None:
+            echoes = [echo_text(spec.tokens, text, options.echo, served.model)
+                      for spec, text in zip(job.prompts, prompt_texts, strict=True)]
+        extras = cls(options, served, job, clock, fragments, echoes,
                      job.grammar.text if job.grammar is not None else None, request_log)
         note_caller(request_log.user, request_log.metadata)
         if options.logprobs is not None:
@@ -72,6 +84,10 @@ class ChoiceExtras:
                 extras.raw_shaper = LogprobShaper(texts, legacy=False, top=options.top_logprobs,
                                                   mask=options.sampling_mask, special_text=job.special_text)
         return extras
+
+    def echo(self, choice: int) -> str:
+        """The text that comes before the choice's completion ("" without echo)."""
+        return self.echoes[choice // self.job.n] if self.echoes else ""
 
     @property
     def choice_count(self) -> int:
@@ -110,7 +126,7 @@ class ChoiceExtras:
 
     def _start_completion(self, choice: int) -> None:
         assert self.shaper is not None
-        self.shaper.set_offset(choice, self.echo_offsets[choice] if self.echo_offsets else 0)
+        self.shaper.set_offset(choice, len(self.echo(choice)))
         self._offsets_started.add(choice)
 
     def whole_logprobs(self, choice: int, result: ChoiceResult) -> ChoiceLogprobs:

@@ -10,8 +10,8 @@ from pathlib import Path
 from app import doctor, model_commands, pull, security, template_cli
 from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
 from app.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
-from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.engine import EngineOptions
+from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
 from backends.threads import physical_cores

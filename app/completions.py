@@ -23,7 +23,6 @@ from app.generation import (
 )
 from app.logprobs import Entry
 from app.normalize import (
-    ECHO_ALL,
     cache_keys,
     check_meaning,
     check_token_ids,
@@ -88,20 +87,12 @@ def prompt_tokens(prompt: str | list, model: LlamaModel) -> list[Prompt]:
     return prompts
 
 
-def echo_text(prompt: Prompt, echo: int, model: LlamaModel) -> str:
-    """The prompt (`echo`) or its last N tokens (`echo_last`) as text."""
-    if echo == ECHO_ALL or echo >= len(prompt.tokens):
-        return prompt.text if prompt.text is not None else model.detokenize(prompt.tokens)
-    return model.detokenize(prompt.tokens[len(prompt.tokens) - echo:]) if echo else ""
-
-
 @dataclass
 class CompletionStreamShape:
     id: str
     created: int
     model: str
     extras: ChoiceExtras
-    echoes: list[str] | None
 
     def _chunk(self, choices: list[CompletionChoice], usage: UsageInfo | UnsetType = UNSET,
                perf: dict[str, object] | UnsetType = UNSET) -> CompletionStreamResponse:
@@ -120,7 +111,7 @@ class CompletionStreamShape:
         """The echoed prompts (unless their log-probabilities are still to come) and prompt ids."""
         chunks = []
         for choice in range(self.extras.choice_count):
-            echo = self.echoes[choice] if self.echoes else ""
+            echo = self.extras.echo(choice)
             if echo and self.extras.scores_prompt:
                 echo = ""  # it goes out with its log-probabilities
             if echo or self.extras.options.token_ids:
@@ -128,8 +119,8 @@ class CompletionStreamShape:
         return chunks
 
     def prompt_scored(self, choice: int, entries: list[Entry]) -> list[CompletionStreamResponse]:
-        echo = self.echoes[choice] if self.echoes else ""
-        return [self._chunk([self._choice(choice, echo, logprobs=self.extras.prompt_logprobs(choice, entries))])]
+        logprobs = self.extras.prompt_logprobs(choice, entries)
+        return [self._chunk([self._choice(choice, self.extras.echo(choice), logprobs=logprobs)])]
 
     def piece(self, choice: int, piece: Piece) -> list[CompletionStreamResponse]:
         extras = self.extras
@@ -168,8 +159,8 @@ async def _complete(lease: Lease, request: CompletionRequest, settings: ApiSetti
     requested = requested_max_tokens(request, served.defaults)
     grammar = await output_grammar(request, served)
     draft = draft_tokens(request, model)
-    budget = completion_reasoning_budget(
-        served, request, [p.text if p.text is not None else model.detokenize(p.tokens) for p in prompts])
+    prompt_texts = [p.text if p.text is not None else model.detokenize(p.tokens) for p in prompts]
+    budget = completion_reasoning_budget(served, request, prompt_texts)
     job = GenerationJob(
         prompts=tuple(
             PromptSpec(
@@ -190,35 +181,31 @@ async def _complete(lease: Lease, request: CompletionRequest, settings: ApiSetti
         priority=request.service_tier == "priority",
         reasoning_budget=budget,
     )
-    echoes = None
-    if options.echo is not None:
-        texts = [echo_text(prompt, options.echo, model) for prompt in prompts]
-        echoes = [texts[choice // request.n] for choice in range(job.choice_count)]
     extras = ChoiceExtras.for_job(
         options, served, job, clock, request_log=RequestLog(request.metadata, request.user),
         fragments=[[prompt.text] if prompt.text is not None else list(prompt.tokens) for prompt in prompts],
-        echo_offsets=[len(echo) for echo in echoes] if echoes else None,
+        prompt_texts=prompt_texts,
     )
     handle = submit(served, job)
     response_id, created = new_id("cmpl"), now()
     if request.stream:
-        shape = CompletionStreamShape(response_id, created, request.model, extras, echoes)
+        shape = CompletionStreamShape(response_id, created, request.model, extras)
         stream_options = StreamOptions(include_usage(request), stream_buffer(request))
         return sse_response(handle, shape, stream_options, clock, on_close=lease.release)
     try:
         results, counter = await collect(handle, receive, clock)
     finally:
         lease.release()
-    choices = [_choice(i, result, extras, echoes[i] if echoes else "") for i, result in enumerate(results)]
+    choices = [_choice(i, result, extras) for i, result in enumerate(results)]
     perf = extras.perf(counter)
     return Response(CompletionResponse(response_id, created, request.model, choices, counter.usage(),
                                        perf_metrics=extras.body_perf(perf)),
                     headers=extras.headers(perf))
 
 
-def _choice(index: int, result: ChoiceResult, extras: ChoiceExtras, echo: str) -> CompletionChoice:
+def _choice(index: int, result: ChoiceResult, extras: ChoiceExtras) -> CompletionChoice:
     return CompletionChoice(
-        index, echo + result.text, result.finish_reason,  # type: ignore[arg-type]
+        index, extras.echo(index) + result.text, result.finish_reason,  # type: ignore[arg-type]
         extras.whole_logprobs(index, result),
         raw_output=extras.whole_raw_output(index, result),
         prompt_token_ids=extras.prompt_ids(index),

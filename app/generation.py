@@ -19,7 +19,13 @@ import msgspec
 from litestar.response import Response, Stream
 from litestar.types import Receive
 
-from app.errors import ApiError, EngineFailure, ModelNotFound, ModelUnavailable, TooManyRequests
+from app.errors import (
+    ApiError,
+    EngineFailure,
+    ModelNotFound,
+    ModelUnavailable,
+    TooManyRequests,
+)
 from app.logprobs import Entry
 from app.perf_metrics import RequestClock
 from app.request_log import (

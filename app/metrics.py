@@ -30,7 +30,13 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.request_log import RequestRecord, close_record, log_request, open_record, request_id
+from app.request_log import (
+    RequestRecord,
+    close_record,
+    log_request,
+    open_record,
+    request_id,
+)
 
 if TYPE_CHECKING:
     from litestar import Litestar

@@ -5,14 +5,13 @@ from __future__ import annotations
 import dataclasses
 import logging
 
-from msgspec import UNSET
-
 from litestar import Litestar, MediaType, Request, Response, get, post
 from litestar.exceptions import HTTPException
-from litestar.params import FromPath
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
+from litestar.params import FromPath
 from litestar.response import Stream
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
+from msgspec import UNSET
 
 from app import security
 from app.chat import create_chat_completion

@@ -11,7 +11,11 @@ from typing import Any, Literal
 import msgspec
 
 from app.errors import BadRequest
-from app.request_types import AllowedToolsSelection, ChatCompletionRequest, FunctionSelection
+from app.request_types import (
+    AllowedToolsSelection,
+    ChatCompletionRequest,
+    FunctionSelection,
+)
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

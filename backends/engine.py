@@ -586,16 +586,14 @@ class Engine:
                 token = NO_TOKEN
             elif seq.logprobs is not None:
                 record = self._logprobs.record(token, seq.logprobs.top, sampling_logprob=0.0, active_count=1)
-        elif seq.logprobs is None:
-            token = seq.sampler.sample(self._ctx, row)
-        elif seq.logprobs.sampling or seq.logprobs.active_ids:
+        elif seq.logprobs is not None and (seq.logprobs.sampling or seq.logprobs.active_ids):
             token, view = seq.sampler.sample_observed(self._ctx, row, seq.logprobs.active_ids)
             if token != NO_TOKEN:
                 record = self._logprobs.record(token, seq.logprobs.top, sampling_logprob=view.logprob,
                                                active_count=view.active_count, active_ids=view.active_ids)
         else:
             token = seq.sampler.sample(self._ctx, row)
-            if token != NO_TOKEN:
+            if seq.logprobs is not None and token != NO_TOKEN:
                 record = self._logprobs.record(token, seq.logprobs.top)
         self._accept(seq, token, forced=forced, logprob=record)
         return token
@@ -615,8 +613,8 @@ class Engine:
         if keep < len(slot.tokens):
             llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
             del slot.tokens[keep:]
-        if seq.drafter is not None:
-            seq.drafter.settle(len(draft), kept)
+        assert seq.drafter is not None  # only a drafting sequence has a draft
+        seq.drafter.settle(len(draft), kept)
 
     def _score_prompt(self) -> None:
         for seq, row, position in self._prompt_rows:
