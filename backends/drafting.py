@@ -3,6 +3,8 @@
 The prediction is usually the text being edited: the output follows it for long stretches and
 departs from it at the edits. The drafter follows the prediction while the output does; after a
 departure it finds where the latest output tokens occur in the prediction and drafts from there.
+Right after a departure, before the output has enough tokens to find the place, it guesses that
+one predicted token was replaced (one word for another, the commonest edit) or skipped.
 How many tokens it drafts grows while drafts are accepted whole and shrinks when they are not,
 so a poor prediction costs little.
 """
@@ -24,7 +26,7 @@ MIN_RESYNC_MATCH = 3  # fewer matching tokens (a line break, a common word) find
 
 
 class Drafter:
-    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size", "_matched")
+    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size", "_matched", "_guessed")
 
     def __init__(self, predicted: tuple[int, ...], size: int = MAX_DRAFT):
         self._predicted = predicted
@@ -35,6 +37,7 @@ class Drafter:
         self._next: int | None = 0  # index in the prediction the output is expected to follow with
         self._size = size
         self._matched = bytearray(len(predicted))  # prediction positions the output confirmed
+        self._guessed = False  # `_next` is a guess made at the last departure, not yet confirmed
 
     @property
     def matched(self) -> int:
@@ -56,8 +59,15 @@ class Drafter:
         if at is not None and at < len(self._predicted) and self._predicted[at] == token:
             self._matched[at] = 1
             self._next = at + 1
+            self._guessed = False
+            return
+        resynced = self._resync(at)
+        if resynced is None and at is not None and not self._guessed:
+            resynced = self._after_departure(at, token)
+            self._guessed = resynced is not None
         else:
-            self._next = self._resync(at)
+            self._guessed = False
+        self._next = resynced
 
     def settle(self, drafted: int, accepted: int) -> None:
         """Adapt the draft size to how the last draft fared: a whole draft kept doubles it, a
@@ -66,6 +76,17 @@ class Drafter:
             self._size = min(self._size * 2, MAX_DRAFT)
         else:
             self._size = max(MIN_DRAFT, accepted)
+
+    def _after_departure(self, at: int, token: int) -> int | None:
+        """Where the output most likely goes on right after departing at prediction position
+        `at`, before enough output tokens exist to find the place: after a skipped predicted
+        token when it gave the one after it, else after a one-token substitution (the commonest
+        edit: one word for another). One guess per departure; a wrong one costs one short draft."""
+        predicted = self._predicted
+        if at + 1 < len(predicted) and predicted[at + 1] == token:
+            self._matched[at + 1] = 1
+            return at + 2
+        return at + 1 if at + 1 < len(predicted) else None
 
     def _resync(self, previous: int | None) -> int | None:
         """Where the prediction continues the output's latest tokens: the longest match of the

@@ -86,9 +86,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--threads", default="2")
+    parser.add_argument("--model", metavar="PATH", help="a GGUF file (default: the embedded model)")
     args = parser.parse_args()
     port = free_port()
     command = [str(FIRESIDE), "serve", "--port", str(port), "--threads", args.threads, "--parallel", "1"]
+    if args.model:
+        command += ["--model", args.model]
     with running(lambda: Server("fireside", command, port)) as server, \
             httpx.Client(base_url=server.base_url, timeout=600, trust_env=False) as client:
         model = client.get("/v1/models").json()["data"][0]["id"]
