@@ -259,10 +259,6 @@ def busy_neighbour() -> Iterator[None]:
         process.wait()
 
 
-def median_of(reps: int, measure) -> float:
-    return statistics.median(measure() for _ in range(reps))
-
-
 # ---- the run -----------------------------------------------------------------------------------
 
 
@@ -334,23 +330,33 @@ def main(argv: list[str] | None = None) -> int:
     print(f"(a) {results['a_ceiling_tps']:.1f} tok/s  (b) {results['b_fireside_one_request_tps']:.1f} tok/s, "
           f"as an SSE stream {results['b_fireside_sse_stream_tps']:.1f} tok/s", flush=True)
 
-    # (g) decode idle and beside a busy neighbour: the adaptive policy and fixed settings
+    # (g) decode idle and beside a busy neighbour: the adaptive policy and fixed settings, their
+    # servers side by side and measured in turns, idle first, then all with the neighbour
     settings = {
-        "adaptive": dict(threads="auto"),
-        f"fixed {args.threads}": dict(threads=threads),
-        f"fixed {args.threads} OMP passive": dict(threads=threads, env={"OMP_WAIT_POLICY": "PASSIVE"}),
-        "fixed 1": dict(threads="1"),
+        "adaptive": {"threads": "auto"},
+        f"fixed {args.threads}": {"threads": threads},
+        f"fixed {args.threads} OMP passive": {"threads": threads, "env": {"OMP_WAIT_POLICY": "PASSIVE"}},
+        "fixed 1": {"threads": "1"},
     }
-    decode: dict[str, dict[str, float]] = {}
-    for name, setting in settings.items():
-        with running(lambda s=setting: fireside(args, parallel=4, **s)) as server:
+    samples: dict[str, dict[str, list[float]]] = {name: {"idle": [], "neighbour": []} for name in settings}
+    with contextlib.ExitStack() as stack:
+        servers = {name: stack.enter_context(running(lambda s=setting: fireside(args, parallel=4, **s)))
+                   for name, setting in settings.items()}
+        for server in servers.values():
             warm_up(server, 1)
-            idle = median_of(args.reps, lambda: single_stream(server, args.tokens * 2)[1])
-            with busy_neighbour():
+        for _ in range(args.reps):
+            for name, server in servers.items():
+                samples[name]["idle"].append(single_stream(server, args.tokens * 2)[1])
+        with busy_neighbour():
+            for server in servers.values():
                 single_stream(server, 32)  # let the policy notice
-                loaded = median_of(args.reps, lambda: single_stream(server, args.tokens * 2)[1])
-            decode[name] = {"idle": idle, "neighbour": loaded}
-        print(f"(g) {name}: idle {idle:.1f} tok/s, with a neighbour {loaded:.1f} tok/s", flush=True)
+            for _ in range(args.reps):
+                for name, server in servers.items():
+                    samples[name]["neighbour"].append(single_stream(server, args.tokens * 2)[1])
+    decode = {name: {load: statistics.median(values) for load, values in loads.items()}
+              for name, loads in samples.items()}
+    for name, rates in decode.items():
+        print(f"(g) {name}: idle {rates['idle']:.1f} tok/s, with a neighbour {rates['neighbour']:.1f} tok/s", flush=True)
     results["g_decode"] = decode
 
     report(results, args)
