@@ -132,6 +132,12 @@ class UsageCounter:
         self.draft_tokens += event.draft_tokens
         self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
 
+    def add_unfinished(self, choice: int, prompt_tokens: int, streamed_tokens: int) -> None:
+        """A choice its client left before it finished: its prompt, and the tokens it was sent."""
+        if choice % self.n == 0:
+            self.prompt_tokens += prompt_tokens
+        self.completion_tokens += streamed_tokens
+
     def usage(self) -> UsageInfo:
         return UsageInfo.of(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
 
@@ -210,6 +216,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
     counter = UsageCounter(handle.job.n)
     buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
     remaining = handle.job.choice_count
+    streamed = [0] * remaining  # tokens per choice, counted for choices the client leaves unfinished
     outputs = output_parts(remaining)  # only with --log-prompts
     track(counter, clock, outputs)
     try:
@@ -221,6 +228,8 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                 return  # cancelled
             for event in events:
                 if isinstance(event, TextDelta):
+                    if event.token >= 0:
+                        streamed[event.choice] += 1
                     if outputs is not None:
                         outputs[event.choice].append(event.text)
                     if buffer is None:
@@ -230,6 +239,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                         buffer.add(event)
                 elif isinstance(event, ChoiceFinished):
                     counter.add(event)
+                    streamed[event.choice] = -1  # counted
                     if event.first_token_at is not None:
                         clock.token(event.first_token_at)
                     remaining -= 1
@@ -256,6 +266,11 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
         yield DONE
     finally:
         handle.cancel()
+        if remaining:  # the client left (or the job failed): count what it was sent
+            prompts = handle.job.prompts
+            for choice, tokens in enumerate(streamed):
+                if tokens >= 0:
+                    counter.add_unfinished(choice, len(prompts[choice // handle.job.n].tokens), tokens)
         if on_close is not None:
             on_close()
 

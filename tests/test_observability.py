@@ -232,13 +232,19 @@ def test_a_client_that_leaves_a_stream_is_logged_as_disconnected(observed):
     server, reader = observed
     body = {"model": server.model, "prompt": "Count from one to one hundred:", "max_tokens": 400,
             "stream": True, "ignore_eos": True}
+    received = 0
     with httpx.stream("POST", f"{server.base_url}/v1/completions", json=body, timeout=60,
                       headers={"X-Request-Id": "trace-leaves"}) as response:
         for line in response.iter_lines():
-            if line.startswith("data: {"):
-                break  # and close the connection
+            if line.startswith("data: {") and '"text":""' not in line:
+                received += 1
+                if received == 3:
+                    break  # and close the connection
     line = request_line(reader, id="trace-leaves")
     assert line["disconnected"] == "true" and line["stream"] == "true" and line["status"] == "200"
+    # what it was sent counts: its prompt, and at least the tokens it read (at most what was asked)
+    assert int(line["prompt_tokens"]) > 5
+    assert 3 <= int(line["completion_tokens"]) < 400
 
 
 def test_log_prompts_includes_prompt_and_output(prompts_logged):
