@@ -296,6 +296,22 @@ def Opt(*parts: Pattern) -> Pattern:
     return Alt(parts[0] if len(parts) == 1 else Seq(*parts), _Empty())
 
 
+class Closer(Pattern):
+    """An optional closing literal; at the end of the whole output also any start of it (the
+    output stopped inside a closer spelled in several tokens, at `max_tokens`)."""
+
+    def __init__(self, text: str):
+        self.literal = L(text)
+
+    def match(self, text: str, i: int, final: bool, caps: Caps) -> int | None:
+        r = self.literal.match(text, i, final, caps)
+        if r is not None:
+            return r
+        if final and i < len(text) and self.literal.text.startswith(text[i:]):
+            return len(text)
+        return i
+
+
 class Peek(Pattern):
     """Lookahead: `inner` must match here, nothing is consumed."""
 
@@ -1054,7 +1070,7 @@ def _hermes_grammar(g: _Grammar, functions: list[Function], parallel: bool, vari
 HERMES = BlockSyntax(
     name="hermes", opener="<tool_call>", openers=("<tool_call>",), detect=lambda src: "<tool_call>" in src,
     grammar=_hermes_grammar,
-    pattern=Seq(L("<tool_call>"), W(), Json("json", many=True), W(), Opt(L("</tool_call>"))),
+    pattern=Seq(L("<tool_call>"), W(), Json("json", many=True), W(), Closer("</tool_call>")),
     build=_json_calls())
 
 
@@ -1075,7 +1091,7 @@ def _function_xml(wrapper: str, end: str) -> dict[str, Any]:
         "header": Seq(Opt(L(wrapper), W()), L("<function="), Chars("name", _not(">\n<", space=False)), L(">")),
         "param": Seq(L("<parameter="), Chars("key", _not(">\n<", space=False)), L(">")),
         "value_ends": ("</parameter>", "<parameter=", "</function>"),
-        "close": Seq(L("</function>"), W(), Opt(L(end)))}
+        "close": Seq(L("</function>"), W(), Closer(end))}
 
 
 QWEN3_CODER = XmlSyntax(
@@ -1396,7 +1412,7 @@ FUNCTIONARY_V31 = BlockSyntax(
     detect=lambda src: "'<function=' + tool_call" in src or "start_tag => `<function`" in src,
     grammar=_functionary_v31_grammar,
     pattern=Alt(Seq(L("<function="), Chars("name", _not(">")), L(">"), W(), Json("args"), W(),
-                    Opt(L("</function>"))), _PYTHON_TAG),
+                    Closer("</function>")), _PYTHON_TAG),
     build=_functionary_v31_build)
 
 

@@ -229,6 +229,23 @@ def test_xml_values_take_their_json_type(raw: str, value: Any) -> None:
     assert json.loads(parser.calls[0].arguments) == {"v": value}
 
 
+@pytest.mark.parametrize("cut", ["", "<", "</", "</tool_", "</tool_call"])
+def test_a_closer_cut_off_at_the_end_belongs_to_the_call(cut: str) -> None:
+    """max_tokens can stop the output inside a closing tag spelled in several tokens."""
+    parser = HERMES.parser({"get_time"})
+    pieces = parser.feed('<tool_call>\n{"name": "get_time", "arguments": {}}\n' + cut)
+    pieces += parser.finish()
+    assert [p for p in pieces if isinstance(p, str)] == []
+    assert parser.calls == [ToolCall("get_time", "{}", None)]
+
+
+def test_text_after_a_call_that_only_looks_like_its_closer_stays_content() -> None:
+    parser = HERMES.parser({"get_time"})
+    pieces = parser.feed('<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_cal!')
+    pieces += parser.finish()
+    assert [p for p in pieces if isinstance(p, str)] == ["</tool_cal!"]
+
+
 def test_nothing_is_a_call_without_tools() -> None:
     text = '<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>'
     parser = HERMES.parser(set())
