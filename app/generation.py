@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -132,11 +132,16 @@ class UsageCounter:
         self.draft_tokens += event.draft_tokens
         self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
 
-    def add_unfinished(self, choice: int, prompt_tokens: int, streamed_tokens: int) -> None:
-        """A choice its client left before it finished: its prompt, and the tokens it was sent."""
-        if choice % self.n == 0:
-            self.prompt_tokens += prompt_tokens
-        self.completion_tokens += streamed_tokens
+    def add_unfinished(self, handle: JobHandle, finished: Collection[int]) -> None:
+        """The choices that never finished (their client left, or the job failed): the tokens
+        generated for them until then, and the prompts of those that got as far as a token (a
+        job dropped from the queue cost nothing)."""
+        job = handle.job
+        for choice, generated in enumerate(handle.generated):
+            if choice not in finished:
+                if choice % self.n == 0 and generated:
+                    self.prompt_tokens += len(job.prompts[choice // job.n].tokens)
+                self.completion_tokens += generated
 
     def usage(self) -> UsageInfo:
         return UsageInfo.of(self.prompt_tokens, self.completion_tokens, self.cached_tokens)
@@ -186,6 +191,7 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
     finally:
         watcher.cancel()
         handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
+        counter.add_unfinished(handle, [i for i, result in enumerate(results) if result.finish_reason is not None])
     clock.finish()
     return results, counter
 
@@ -216,7 +222,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
     counter = UsageCounter(handle.job.n)
     buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
     remaining = handle.job.choice_count
-    streamed = [0] * remaining  # tokens per choice, counted for choices the client leaves unfinished
+    finished: set[int] = set()
     outputs = output_parts(remaining)  # only with --log-prompts
     track(counter, clock, outputs)
     try:
@@ -228,8 +234,6 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                 return  # cancelled
             for event in events:
                 if isinstance(event, TextDelta):
-                    if event.token >= 0:
-                        streamed[event.choice] += 1
                     if outputs is not None:
                         outputs[event.choice].append(event.text)
                     if buffer is None:
@@ -239,7 +243,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                         buffer.add(event)
                 elif isinstance(event, ChoiceFinished):
                     counter.add(event)
-                    streamed[event.choice] = -1  # counted
+                    finished.add(event.choice)
                     if event.first_token_at is not None:
                         clock.token(event.first_token_at)
                     remaining -= 1
@@ -266,11 +270,8 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
         yield DONE
     finally:
         handle.cancel()
-        if remaining:  # the client left (or the job failed): count what it was sent
-            prompts = handle.job.prompts
-            for choice, tokens in enumerate(streamed):
-                if tokens >= 0:
-                    counter.add_unfinished(choice, len(prompts[choice // handle.job.n].tokens), tokens)
+        if remaining:
+            counter.add_unfinished(handle, finished)
         if on_close is not None:
             on_close()
 

@@ -658,6 +658,7 @@ class Engine:
             self._finish(seq, "stop", release_held=True)
             return
         seq.generated += 1
+        seq.handle.generated[seq.choice] = seq.generated
         if seq.first_token_at is None:
             seq.first_token_at = time.perf_counter()
         if self.model.is_eog(token) and not seq.handle.job.sampling.ignore_eos:

@@ -162,6 +162,12 @@ class JobHandle:
     _events: deque[Event] = field(default_factory=deque)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
     _cancelled: threading.Event = field(default_factory=threading.Event)
+    # Tokens generated so far per choice, kept current by the scheduler thread: what a choice the
+    # client left unfinished cost (its ChoiceFinished never comes).
+    generated: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.generated = [0] * self.job.choice_count
 
     @property
     def cancelled(self) -> bool:

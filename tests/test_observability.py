@@ -247,6 +247,19 @@ def test_a_client_that_leaves_a_stream_is_logged_as_disconnected(observed):
     assert 3 <= int(line["completion_tokens"]) < 400
 
 
+def test_a_client_that_leaves_a_whole_answer_counts_what_was_generated(observed):
+    server, reader = observed
+    body = {"model": server.model, "prompt": "Count from one to one hundred:", "max_tokens": 2000,
+            "ignore_eos": True}
+    with pytest.raises(httpx.ReadTimeout):  # gives up, and closes the connection
+        httpx.post(f"{server.base_url}/v1/completions", json=body, timeout=httpx.Timeout(60, read=0.5),
+                   headers={"X-Request-Id": "trace-gives-up"})
+    line = request_line(reader, id="trace-gives-up")
+    assert line["disconnected"] == "true" and line["stream"] == "false"
+    assert int(line["prompt_tokens"]) > 5
+    assert 0 < int(line["completion_tokens"]) < 2000
+
+
 def test_log_prompts_includes_prompt_and_output(prompts_logged):
     server, reader = prompts_logged
     base, model = server.base_url, server.model
