@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Collection
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -123,8 +123,10 @@ class UsageCounter:
     cached_tokens: int = 0
     draft_tokens: int = 0
     draft_accepted: int = 0
+    finished: set[int] = field(default_factory=set)  # the choices counted from their ChoiceFinished
 
     def add(self, event: ChoiceFinished) -> None:
+        self.finished.add(event.choice)
         if event.choice % self.n == 0:
             self.prompt_tokens += event.prompt_tokens
             self.cached_tokens += event.cached_tokens
@@ -132,13 +134,13 @@ class UsageCounter:
         self.draft_tokens += event.draft_tokens
         self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
 
-    def add_unfinished(self, handle: JobHandle, finished: Collection[int]) -> None:
+    def add_unfinished(self, handle: JobHandle) -> None:
         """The choices that never finished (their client left, or the job failed): the tokens
         generated for them until then, and the prompts of those that got as far as a token (a
         job dropped from the queue cost nothing)."""
         job = handle.job
         for choice, generated in enumerate(handle.generated):
-            if choice not in finished:
+            if choice not in self.finished:
                 if choice % self.n == 0 and generated:
                     self.prompt_tokens += len(job.prompts[choice // job.n].tokens)
                 self.completion_tokens += generated
@@ -191,7 +193,7 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
     finally:
         watcher.cancel()
         handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
-        counter.add_unfinished(handle, [i for i, result in enumerate(results) if result.finish_reason is not None])
+        counter.add_unfinished(handle)
     clock.finish()
     return results, counter
 
@@ -222,7 +224,6 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
     counter = UsageCounter(handle.job.n)
     buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
     remaining = handle.job.choice_count
-    finished: set[int] = set()
     outputs = output_parts(remaining)  # only with --log-prompts
     track(counter, clock, outputs)
     try:
@@ -243,7 +244,6 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
                         buffer.add(event)
                 elif isinstance(event, ChoiceFinished):
                     counter.add(event)
-                    finished.add(event.choice)
                     if event.first_token_at is not None:
                         clock.token(event.first_token_at)
                     remaining -= 1
@@ -270,8 +270,7 @@ async def stream(handle: JobHandle, shape: StreamShape, options: StreamOptions,
         yield DONE
     finally:
         handle.cancel()
-        if remaining:
-            counter.add_unfinished(handle, finished)
+        counter.add_unfinished(handle)
         if on_close is not None:
             on_close()
 
