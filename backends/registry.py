@@ -95,6 +95,7 @@ class _Entry:
         self.users = 0  # leases held
         self.last_used = 0.0
         self.busy: asyncio.Future[None] | None = None  # a load or unload in progress
+        self.claim: asyncio.Future[None] | None = None  # a request making room to load it
         self._size: int | None = None
         self.created = int(time.time())
 
@@ -202,9 +203,30 @@ class ModelRegistry:
                 entry.users += 1
                 entry.last_used = self._clock()
                 return Lease(self, entry)
-            if not await self._make_room(entry):
-                continue  # the world changed while making room
+            if entry.claim is not None:  # another request is making room for it: wait for that one
+                await asyncio.shield(entry.claim)
+                continue
+            await self._claim_and_load(entry)
+
+    async def _claim_and_load(self, entry: _Entry) -> None:
+        """Make room for `entry` and load it, as the one request doing so; the others wait on the
+        claim. A claim is not room taken: models waiting for room never block each other."""
+        claim = entry.claim = asyncio.get_running_loop().create_future()
+        try:
+            while not await self._make_room(entry):
+                pass  # waited for a lease to end: look again
             await self._load_entry(entry)
+        except asyncio.CancelledError:
+            claim.set_result(None)  # this request left; a waiting one takes over
+            raise
+        except BaseException as error:
+            claim.set_exception(error)
+            claim.exception()  # retrieved: waiters re-raise it through `shield`
+            raise
+        else:
+            claim.set_result(None)
+        finally:
+            entry.claim = None
 
     def _release(self, entry: _Entry) -> None:
         entry.users -= 1
@@ -214,17 +236,17 @@ class ModelRegistry:
         self._wake()
 
     async def _load_entry(self, entry: _Entry) -> None:
-        entry.busy = asyncio.get_running_loop().create_future()
+        busy = entry.busy = asyncio.get_running_loop().create_future()
         try:
             log.info("loading %s from %s", entry.spec.id, entry.spec.path)
             entry.served = await asyncio.to_thread(self._load, entry.spec)
             entry.last_used = self._clock()
         except BaseException as error:
-            entry.busy.set_exception(error)
-            entry.busy.exception()  # retrieved: waiters re-raise it through `shield`
+            busy.set_exception(error)
+            busy.exception()  # retrieved: waiters re-raise it through `shield`
             raise
         else:
-            entry.busy.set_result(None)
+            busy.set_result(None)
         finally:
             entry.busy = None
             self._wake()
@@ -241,8 +263,8 @@ class ModelRegistry:
         return False
 
     async def _make_room(self, adding: _Entry) -> bool:
-        """Unload idle models, least recently used first, until `adding` fits; wait for leases to
-        end when every loaded model is in use. True when room was made without waiting."""
+        """Unload idle models, least recently used first, until `adding` fits; wait for a lease to
+        end when every loaded model is in use. True when there is room now, False after waiting."""
         while self._over_limits(adding):
             idle = [e for e in self._entries.values() if e.loaded and e.users == 0 and e.busy is None
                     and e is not adding]
@@ -276,13 +298,13 @@ class ModelRegistry:
         served = entry.served
         if served is None or entry.busy is not None or entry.users:
             return
-        entry.busy = asyncio.get_running_loop().create_future()
+        busy = entry.busy = asyncio.get_running_loop().create_future()
         try:
             await asyncio.to_thread(_close, served)
             entry.served = None
             log.info("unloaded %s", entry.spec.id)
         finally:
-            entry.busy.set_result(None)
+            busy.set_result(None)
             entry.busy = None
             self._wake()
 

@@ -4,6 +4,7 @@ model was being unloaded. Real servers on the real default model, each model id 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -14,7 +15,17 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.config import ConfigError, add_model, load_config, parse_duration, parse_size, remove_model
+from app.config import (
+    ConfigError,
+    add_model,
+    load_config,
+    parse_duration,
+    parse_size,
+    remove_model,
+)
+from backends.engine import EngineOptions
+from backends.llama_model import ModelOptions
+from backends.registry import ModelRegistry, ModelSpec
 from tests.conftest import FIRESIDE, default_model_path, start_server, stop_server
 
 MODEL = default_model_path()
@@ -88,6 +99,32 @@ def test_max_loaded_unloads_the_least_recently_used_and_no_request_fails(config_
             assert sum(models(client).values()) <= 2
     finally:
         stop_server(server)
+
+
+def test_requests_for_one_model_that_needs_room_load_it_once_and_unload_one_other() -> None:
+    """Two requests at once for a model that is not loaded: one makes room and loads it, the other
+    waits for that load. Neither unloads a second model nor loads a second copy (both did once:
+    the second load's end cleared the first's, which then failed with a 500)."""
+    specs = [ModelSpec(MODEL, alias=name, eager=False) for name in ("a", "b", "c")]
+    registry = ModelRegistry(specs, ModelOptions(), EngineOptions(ctx_size=256, parallel=1), max_loaded=2)
+    loads: list[str] = []
+    load = registry._load
+    registry._load = lambda spec: (loads.append(spec.id), load(spec))[1]  # counts loads; the real load runs
+
+    async def scenario() -> None:
+        for name in ("a", "b"):
+            (await registry.acquire(name)).release()
+        first, second = await asyncio.gather(registry.acquire("c"), registry.acquire("c"))
+        assert first.served is second.served
+        first.release()
+        second.release()
+
+    try:
+        asyncio.run(scenario())
+        assert loads == ["a", "b", "c"]
+        assert [served.id for served in registry] == ["b", "c"]  # a, the least recently used, made room
+    finally:
+        registry.close()
 
 
 def test_memory_budget_keeps_one_model_of_this_size(config_dir: Path) -> None:
