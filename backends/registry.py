@@ -6,7 +6,8 @@ first request. A request holds a lease on its model until its answer is done; a 
 lease is unloaded after its keep-alive, or earlier when another model needs room (`max_loaded`,
 `memory_budget`), least recently used first. A request whose model has no room waits for a
 lease to end rather than failing, and never lands on a model that is being unloaded: it waits
-for the unload and loads the model again.
+for the unload and loads the model again. One task makes room for a model and loads it, however
+many requests wait for it, and a request that leaves does not stop it.
 """
 
 from __future__ import annotations
@@ -93,15 +94,22 @@ class _Entry:
         self.spec = spec
         self.served: ServedModel | None = None
         self.users = 0  # leases held
+        self.waiting = 0  # requests waiting for it to load or unload
         self.last_used = 0.0
-        self.busy: asyncio.Future[None] | None = None  # a load or unload in progress
-        self.claim: asyncio.Future[None] | None = None  # a request making room to load it
+        self.busy: asyncio.Future[None] | None = None  # its load or unload thread is running
+        self.loading: asyncio.Task[None] | None = None  # making room for it, then loading it
         self._size: int | None = None
         self.created = int(time.time())
 
     @property
     def loaded(self) -> bool:
         return self.served is not None
+
+    @property
+    def idle(self) -> bool:
+        """Loaded, and neither in use nor wanted: it may be unloaded. A model whose load just ended
+        is still wanted until its waiting requests take their leases."""
+        return self.served is not None and self.users == 0 and self.waiting == 0 and self.busy is None
 
     def size(self, estimate: Callable[[ModelSpec], int]) -> int:
         if self._size is None:
@@ -195,43 +203,42 @@ class ModelRegistry:
         entry = self._find(name)
         if entry is None:
             return None
-        while True:
-            if entry.busy is not None:  # loading or unloading: wait, then look again
-                await asyncio.shield(entry.busy)
-                continue
-            if entry.served is not None:
-                entry.users += 1
-                entry.last_used = self._clock()
-                return Lease(self, entry)
-            if entry.claim is not None:  # another request is making room for it: wait for that one
-                await asyncio.shield(entry.claim)
-                continue
-            await self._claim_and_load(entry)
+        entry.waiting += 1
+        try:
+            while True:
+                pending = entry.loading or entry.busy
+                if pending is not None:  # loading or unloading: wait, then look again
+                    await asyncio.shield(pending)
+                    continue
+                if entry.served is not None:
+                    entry.users += 1
+                    entry.last_used = self._clock()
+                    return Lease(self, entry)
+                entry.loading = asyncio.get_running_loop().create_task(self._make_room_and_load(entry))
+                entry.loading.add_done_callback(_retrieve_error)
+        finally:
+            entry.waiting -= 1
+            if entry.idle:  # left without a lease (a failed load, a request that went away)
+                self._after_use(entry)
 
-    async def _claim_and_load(self, entry: _Entry) -> None:
-        """Make room for `entry` and load it, as the one request doing so; the others wait on the
-        claim. A claim is not room taken: models waiting for room never block each other."""
-        claim = entry.claim = asyncio.get_running_loop().create_future()
+    async def _make_room_and_load(self, entry: _Entry) -> None:
+        """The one task that makes room for `entry` and loads it; every request for it waits on
+        this task, and a request that leaves meanwhile does not stop it (a load cut off halfway
+        would leak the model its thread goes on loading)."""
         try:
             while not await self._make_room(entry):
                 pass  # waited for a lease to end: look again
             await self._load_entry(entry)
-        except asyncio.CancelledError:
-            claim.set_result(None)  # this request left; a waiting one takes over
-            raise
-        except BaseException as error:
-            claim.set_exception(error)
-            claim.exception()  # retrieved: waiters re-raise it through `shield`
-            raise
-        else:
-            claim.set_result(None)
         finally:
-            entry.claim = None
+            entry.loading = None
 
     def _release(self, entry: _Entry) -> None:
         entry.users -= 1
         entry.last_used = self._clock()
-        if entry.users == 0 and entry.spec.keep_alive <= 0:
+        self._after_use(entry)
+
+    def _after_use(self, entry: _Entry) -> None:
+        if entry.idle and entry.spec.keep_alive <= 0:
             self._start_unload(entry)
         self._wake()
 
@@ -241,13 +248,8 @@ class ModelRegistry:
             log.info("loading %s from %s", entry.spec.id, entry.spec.path)
             entry.served = await asyncio.to_thread(self._load, entry.spec)
             entry.last_used = self._clock()
-        except BaseException as error:
-            busy.set_exception(error)
-            busy.exception()  # retrieved: waiters re-raise it through `shield`
-            raise
-        else:
-            busy.set_result(None)
         finally:
+            busy.set_result(None)  # a failure reaches the waiting requests through `entry.loading`
             entry.busy = None
             self._wake()
 
@@ -266,8 +268,7 @@ class ModelRegistry:
         """Unload idle models, least recently used first, until `adding` fits; wait for a lease to
         end when every loaded model is in use. True when there is room now, False after waiting."""
         while self._over_limits(adding):
-            idle = [e for e in self._entries.values() if e.loaded and e.users == 0 and e.busy is None
-                    and e is not adding]
+            idle = [e for e in self._entries.values() if e.idle and e is not adding]
             if idle:
                 victim = min(idle, key=lambda e: e.last_used)
                 log.info("unloading %s to make room for %s", victim.spec.id, adding.spec.id)
@@ -291,17 +292,17 @@ class ModelRegistry:
     # ---- unloading ----------------------------------------------------------------------------
 
     def _start_unload(self, entry: _Entry) -> None:
-        if entry.busy is None and entry.served is not None:
+        if entry.idle:
             asyncio.get_running_loop().create_task(self._unload(entry))
 
     async def _unload(self, entry: _Entry) -> None:
         served = entry.served
-        if served is None or entry.busy is not None or entry.users:
+        if not entry.idle:
             return
         busy = entry.busy = asyncio.get_running_loop().create_future()
+        entry.served = None  # from here on it is closing, even if this task is cancelled mid-way
         try:
             await asyncio.to_thread(_close, served)
-            entry.served = None
             log.info("unloaded %s", entry.spec.id)
         finally:
             busy.set_result(None)
@@ -314,8 +315,7 @@ class ModelRegistry:
             await asyncio.sleep(REAP_EVERY)
             now = self._clock()
             for entry in list(self._entries.values()):
-                if (entry.loaded and entry.users == 0 and entry.busy is None
-                        and now - entry.last_used >= entry.spec.keep_alive):
+                if entry.idle and now - entry.last_used >= entry.spec.keep_alive:
                     await self._unload(entry)
 
     async def start(self) -> None:
@@ -377,6 +377,12 @@ class ModelRegistry:
             if entry.served is not None:
                 _close(entry.served)
                 entry.served = None
+
+
+def _retrieve_error(task: asyncio.Task[None]) -> None:
+    """Marks a load's failure as seen when every request that waited for it has left."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _close(served: ServedModel) -> None:

@@ -101,19 +101,30 @@ def test_max_loaded_unloads_the_least_recently_used_and_no_request_fails(config_
         stop_server(server)
 
 
-def test_requests_for_one_model_that_needs_room_load_it_once_and_unload_one_other() -> None:
-    """Two requests at once for a model that is not loaded: one makes room and loads it, the other
-    waits for that load. Neither unloads a second model nor loads a second copy (both did once:
-    the second load's end cleared the first's, which then failed with a 500)."""
+def counting_registry(max_loaded: int) -> tuple[ModelRegistry, list[str]]:
+    """A registry of three lazily loaded copies of the default model, and the ids it loads, in order."""
     specs = [ModelSpec(MODEL, alias=name, eager=False) for name in ("a", "b", "c")]
-    registry = ModelRegistry(specs, ModelOptions(), EngineOptions(ctx_size=256, parallel=1), max_loaded=2)
+    registry = ModelRegistry(specs, ModelOptions(), EngineOptions(ctx_size=256, parallel=1), max_loaded=max_loaded)
     loads: list[str] = []
     load = registry._load
-    registry._load = lambda spec: (loads.append(spec.id), load(spec))[1]  # counts loads; the real load runs
+    registry._load = lambda spec: (loads.append(spec.id), load(spec))[1]  # the real load runs
+    return registry, loads
+
+
+async def use(registry: ModelRegistry, name: str) -> str:
+    lease = await registry.acquire(name)
+    lease.release()
+    return lease.served.id
+
+
+def test_requests_for_one_model_that_needs_room_load_it_once_and_unload_one_other() -> None:
+    """Two requests at once for a model that is not loaded: one load, one model unloaded for it
+    (both requests once made room and loaded a copy: two unloads, and a 500 from the second load)."""
+    registry, loads = counting_registry(max_loaded=2)
 
     async def scenario() -> None:
-        for name in ("a", "b"):
-            (await registry.acquire(name)).release()
+        await use(registry, "a")
+        await use(registry, "b")
         first, second = await asyncio.gather(registry.acquire("c"), registry.acquire("c"))
         assert first.served is second.served
         first.release()
@@ -123,6 +134,43 @@ def test_requests_for_one_model_that_needs_room_load_it_once_and_unload_one_othe
         asyncio.run(scenario())
         assert loads == ["a", "b", "c"]
         assert [served.id for served in registry] == ["b", "c"]  # a, the least recently used, made room
+    finally:
+        registry.close()
+
+
+def test_a_model_just_loaded_is_not_unloaded_before_its_requests_take_it() -> None:
+    """One slot, two models wanted at once: each is loaded once and serves its request. A model
+    whose requests have not yet taken their leases is not idle, or the two would unload each
+    other forever."""
+    registry, loads = counting_registry(max_loaded=1)
+
+    async def scenario() -> list[str]:
+        await use(registry, "a")
+        return await asyncio.wait_for(asyncio.gather(use(registry, "b"), use(registry, "c")), 60)
+
+    try:
+        assert asyncio.run(scenario()) == ["b", "c"]
+        assert loads == ["a", "b", "c"]
+    finally:
+        registry.close()
+
+
+def test_a_request_that_leaves_during_the_load_does_not_stop_it_for_the_others() -> None:
+    registry, loads = counting_registry(max_loaded=2)
+
+    async def scenario() -> str:
+        leaving = asyncio.create_task(registry.acquire("a"))
+        staying = asyncio.create_task(registry.acquire("a"))
+        while not any(served.id == "a" for served in registry) and not loads:
+            await asyncio.sleep(0)  # until the load has begun
+        leaving.cancel()
+        lease = await staying
+        lease.release()
+        return lease.served.id
+
+    try:
+        assert asyncio.run(scenario()) == "a"
+        assert loads == ["a"]
     finally:
         registry.close()
 
