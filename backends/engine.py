@@ -46,7 +46,7 @@ from backends.logprobs import LogprobComputer
 from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
-from backends.threads import ThreadPolicy
+from backends.threads import ThreadPolicy, cpu_idle_seconds
 
 log = logging.getLogger("fireside.engine")
 
@@ -201,6 +201,7 @@ class Engine:
         self.threads = ThreadPolicy(
             options.threads, adaptive=options.adaptive_threads,
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
+            idle_seconds=cpu_idle_seconds() if options.adaptive_threads else None,
         )
         self._slots = [_Slot(i) for i in range(options.parallel)]
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
