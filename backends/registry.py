@@ -226,8 +226,7 @@ class ModelRegistry:
         this task, and a request that leaves meanwhile does not stop it (a load cut off halfway
         would leak the model its thread goes on loading)."""
         try:
-            while not await self._make_room(entry):
-                pass  # waited for a lease to end: look again
+            await self._make_room(entry)
             await self._load_entry(entry)
         finally:
             entry.loading = None
@@ -264,9 +263,9 @@ class ModelRegistry:
             return used + adding.size(self.estimate_bytes) > self.memory_budget
         return False
 
-    async def _make_room(self, adding: _Entry) -> bool:
+    async def _make_room(self, adding: _Entry) -> None:
         """Unload idle models, least recently used first, until `adding` fits; wait for a lease to
-        end when every loaded model is in use. True when there is room now, False after waiting."""
+        end when every loaded model is in use."""
         while self._over_limits(adding):
             idle = [e for e in self._entries.values() if e.idle and e is not adding]
             if idle:
@@ -275,8 +274,6 @@ class ModelRegistry:
                 await self._unload(victim)
             else:
                 await self._wait()
-                return False
-        return True
 
     async def _wait(self) -> None:
         waiter = asyncio.get_running_loop().create_future()

@@ -148,10 +148,11 @@ class ThreadPolicy:
                 self._decide()
             return
         self._recent.append(seconds)
-        if self.current < self.max_threads and self._idle_seconds is not None and self._cores_went_idle(seconds):
-            higher = min(t for t in self.candidates if t > self.current)
-            self._start_probe(higher)
-            return
+        if self.current < self.max_threads and self._idle_seconds is not None:
+            higher = self._room_for_more(seconds)
+            if higher:
+                self._start_probe(higher)
+                return
         if len(self._recent) < self.PROBE_STEPS:
             return
         latest = statistics.fmean(list(self._recent)[-self.PROBE_STEPS:])
@@ -168,28 +169,28 @@ class ThreadPolicy:
             self._start_probe(others[self._next_candidate % len(others)])
             self._next_candidate += 1
 
-    def _cores_went_idle(self, seconds: float) -> bool:
-        """Whether the CPUs, busy before, had idle time enough over the last SPARE_EVERY steps for
-        the threads the next higher candidate would add: a neighbour left. Only the change counts,
-        so CPUs that stay idle while fewer threads stay faster cost no probes. Windows with pauses
-        between steps (no request for a while) say nothing: the CPUs were idle because this
-        engine was."""
+    def _room_for_more(self, seconds: float) -> int:
+        """The next higher thread count when the CPUs, busy before, had idle time enough over the
+        last SPARE_EVERY steps for the threads it would add (a neighbour left); else 0. Only the
+        change counts, so CPUs that stay idle while fewer threads stay faster cost no probes.
+        Windows with pauses between steps (no request for a while) say nothing: the CPUs were
+        idle because this engine was."""
         self._window_busy += seconds
         self._window_steps += 1
         if self._window is not None and self._window_steps < self.SPARE_EVERY:
-            return False
+            return 0
         now, idle = self._clock(), self._idle_seconds()  # type: ignore[misc]
         window, busy = self._window, self._window_busy
         self._window, self._window_busy, self._window_steps = (now, idle), 0.0, 0
         if window is None:
-            return False
+            return 0
         wall = now - window[0]
         if wall <= 0 or wall > 1.5 * busy:
-            return False
+            return 0
         higher = min(t for t in self.candidates if t > self.current)
         room = (idle - window[1]) / wall >= self.SPARE_SHARE * (higher - self.current)
         went_idle, self._cores_were_busy = room and self._cores_were_busy, not room
-        return went_idle
+        return higher if went_idle else 0
 
     def _start_probe(self, threads: int) -> None:
         self._probe_threads, self._probe, self._probe_warming = threads, [], True
