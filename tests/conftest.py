@@ -28,8 +28,9 @@ _SANDBOX = Path(tempfile.mkdtemp(prefix="fireside-tests-"))
 atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
 os.environ.setdefault("FIRESIDE_CONFIG_DIR", str(_SANDBOX / "config"))
 os.environ.setdefault("FIRESIDE_MODELS_DIR", str(_SANDBOX / "models"))
-SPEC_DIR = Path(__file__).resolve().parents[2] / "shared" / "spec"
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "chat-templates"
+TESTS = Path(__file__).resolve().parent
+SPEC_DIR = TESTS / "contract"  # the Fireworks OpenAPI document and its pages (see its README)
+FIXTURES = TESTS / "fixtures" / "chat-templates"  # real chat templates of ~55 model families
 
 
 def free_port() -> int:
