@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from app.logprobs import Entry
-from backends.jobs import TextDelta
+from backends.jobs import TextDelta, TokenLogprob
+
+# One position: the token and its log-probability record; None where the token has none (the
+# first prompt token, when the prompt is echoed).
+Entry = tuple[int, TokenLogprob | None]
 
 
 @dataclass

@@ -25,44 +25,31 @@ prompt or follows an `int` fragment.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Protocol
-
-import llama_cpp
-
-from backends.llama_model import LlamaModel
-from backends.model_cache import per_model
 
 Fragment = str | int
 
-_ONLY_WITH_PARSE_SPECIAL = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_UNKNOWN
-_PARTITIONED = _ONLY_WITH_PARSE_SPECIAL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
 _ASCII_SPACE = frozenset(" \t\n\v\f\r")  # C's isspace() in the "C" locale, which llama.cpp uses
 
 
-@dataclass(frozen=True)
-class SpecialToken:
-    id: int
-    text: str
-    attr: int
+class SpecialToken(Protocol):
+    """A special token of the vocabulary, as the engine reads it (`backends.vocab.SpecialToken`)."""
 
+    @property
+    def id(self) -> int: ...
+    @property
+    def text(self) -> str: ...
     @property
     def needs_parse_special(self) -> bool:
         """CONTROL and UNKNOWN tokens: plain-text tokenization never produces them."""
-        return bool(self.attr & _ONLY_WITH_PARSE_SPECIAL)
-
     @property
-    def lstrip(self) -> bool:
-        return bool(self.attr & llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP)
-
+    def lstrip(self) -> bool: ...
     @property
-    def rstrip(self) -> bool:
-        return bool(self.attr & llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP)
+    def rstrip(self) -> bool: ...
 
 
 class SpecialVocab:
-    """A vocabulary's special tokens in the order llama.cpp matches them; build once per model
-    with `special_vocab(model)`."""
+    """A vocabulary's special tokens in the order llama.cpp matches them; build once per model."""
 
     def __init__(self, tokens: Iterable[SpecialToken]):
         # llama.cpp sorts by text length in bytes with std::sort, which leaves the order of equal
@@ -114,24 +101,6 @@ def _split_at(text: str, span: tuple[int, int], token: SpecialToken, out: list[t
         if token.rstrip:
             while start < end and text[start] in _ASCII_SPACE:
                 start += 1
-
-
-def read_special_tokens(model: LlamaModel) -> SpecialVocab:
-    """The model's special tokens, read from its vocabulary (tens of milliseconds for 250k tokens)."""
-    tokens = []
-    for token in range(model.n_vocab):
-        attr = llama_cpp.llama_vocab_get_attr(model.vocab, token)
-        if attr & _PARTITIONED:
-            raw = llama_cpp.llama_vocab_get_text(model.vocab, token) or b""
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                continue  # never found whole in valid UTF-8 text
-            tokens.append(SpecialToken(token, text, attr))
-    return SpecialVocab(tokens)
-
-
-special_vocab = per_model(read_special_tokens)  # read once per model, dropped with it
 
 
 def prompt_fragments(text: str, vocab: SpecialVocab, *, restore: dict[int, str] | None = None) -> list[Fragment]:

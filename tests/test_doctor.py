@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from app import doctor
+from app.cli import doctor
 
 
 def run_doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> str:

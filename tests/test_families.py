@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.request_types import ThinkingConfig
+from app.api.fireworks.requests import ThinkingConfig
 from templates.chat_template import ChatTemplate, TemplateRenderError
 from templates.families import (
     GENERIC,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import threading
-from pathlib import Path
 
 import jsonschema
 import msgspec
@@ -16,13 +15,19 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from app.logprobs import LogprobShaper, TokenTexts, merge_logprobs, token_texts
-from app.response_types import LogProbs, NewLogProbs
+from app.api.fireworks.logprobs import (
+    LogprobShaper,
+    TokenTexts,
+    merge_logprobs,
+    token_texts,
+)
+from app.api.fireworks.responses import LogProbs, NewLogProbs
 from backends.jobs import MASK_LIST_LIMIT, TokenLogprob
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
+from tests.conftest import SPEC_DIR
 
-SPEC = Path(__file__).resolve().parents[2] / "shared" / "spec" / "fireworks-openapi.yaml"
+SPEC = SPEC_DIR / "fireworks-openapi.yaml"
 
 # SmolLM2 token ids, as its tokenizer gives them (checked in test_real_token_ids)
 HELLO, WORLD, THERE, EVERYONE, BANG = 19556, 905, 665, 2573, 17

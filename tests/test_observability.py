@@ -16,8 +16,8 @@ import pytest
 from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.request_log import RequestRecord, error_message, format_line, truncate
-from app.server import create_app
+from app.server.app import create_app
+from app.server.request_log import RequestRecord, error_message, format_line, truncate
 from backends.engine import EngineOptions
 from backends.llama_model import LoadProgress, ModelOptions
 from backends.registry import ModelRegistry

@@ -10,18 +10,17 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import llama_cpp
 import pytest
 
+from app.prompts import special_vocab
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
+from backends.vocab import CONTROL, LSTRIP, RSTRIP, USER_DEFINED, SpecialToken
 from templates.chat_format import ChatFormat
 from templates.prompt_fragments import (
-    SpecialToken,
     SpecialVocab,
     fragment_tokens,
     prompt_fragments,
-    special_vocab,
 )
 from templates.safe_prompt import (
     RenderedPrompt,
@@ -29,11 +28,6 @@ from templates.safe_prompt import (
     prompt_from_render,
 )
 from tests.conftest import FIXTURES
-
-CONTROL = llama_cpp.LLAMA_TOKEN_ATTR_CONTROL
-USER_DEFINED = llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
-LSTRIP = llama_cpp.LLAMA_TOKEN_ATTR_LSTRIP
-RSTRIP = llama_cpp.LLAMA_TOKEN_ATTR_RSTRIP
 
 IM_START, IM_END = 1, 2  # SmolLM2's <|im_start|> and <|im_end|>
 

@@ -10,7 +10,6 @@ fixture sets them and reloads that module (and reloads it again afterwards).
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import importlib
 import json
@@ -25,7 +24,8 @@ from urllib.parse import unquote, urlsplit
 import pytest
 from huggingface_hub import constants as hf_constants
 
-from app import pull
+from app import cli
+from app.cli import pull
 from app.config import load_config
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -193,26 +193,10 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeHub]:
         importlib.reload(hf_constants)
 
 
-def _cli_has_pull() -> bool:
-    """Whether app/cli.py already wires `pull`; until it does, the tests build their own parser."""
-    from app import cli
-
-    parser = cli.build_parser()
-    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-    return "pull" in commands.choices
-
-
 def fireside_pull(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     """Run `fireside pull ARGV` in this process: exit code, stdout, stderr."""
     capsys.readouterr()
-    if _cli_has_pull():
-        from app import cli
-
-        code = cli.main(["pull", *argv])
-    else:
-        parser = argparse.ArgumentParser(prog="fireside")
-        pull.add_command(parser.add_subparsers(dest="command", required=True))
-        code = pull.run(parser.parse_args(["pull", *argv]))
+    code = cli.main(["pull", *argv])
     out, err = capsys.readouterr()
     return code, out, err
 

@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from app.request_types import ThinkingConfig
-from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest, normalize_reasoning
+from app.api.fireworks.requests import ThinkingConfig
+from templates.reasoning import (
+    DEFAULT_BUDGET_END,
+    ReasoningError,
+    ReasoningRequest,
+    normalize_reasoning,
+)
 
 
 def thinking(**fields: object) -> ThinkingConfig:

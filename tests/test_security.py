@@ -1,7 +1,7 @@
 """Security of `fireside serve`: API keys, the bind check, CORS and the request body limit.
 
 Real server processes (one per configuration, module-scoped), real HTTP with httpx and the
-OpenAI SDK; the pure helpers of `app.security` get quick unit tests of their own.
+OpenAI SDK; the pure helpers of `app.server.security` get quick unit tests of their own.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from app.security import (
+from app.server.security import (
     API_KEY_ENV,
     DEFAULT_MAX_BODY_BYTES,
     SecurityConfigError,

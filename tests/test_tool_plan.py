@@ -6,10 +6,9 @@ import json
 
 import pytest
 
-from app.errors import BadRequest
-from app.normalize import decode_request
-from app.request_types import ChatCompletionRequest
-from app.tools import tool_plan
+from app.api.fireworks.requests import ChatCompletionRequest
+from app.api.fireworks.tools import tool_plan
+from app.server.errors import BadRequest, decode_body
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -18,7 +17,7 @@ TIME = {"type": "function", "function": {"name": "get-time"}}
 
 def plan(**fields):
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
-    return tool_plan(decode_request(json.dumps(body).encode(), ChatCompletionRequest))
+    return tool_plan(decode_body(json.dumps(body).encode(), ChatCompletionRequest))
 
 
 def test_no_tools_no_plan() -> None:

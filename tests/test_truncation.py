@@ -9,10 +9,11 @@ from typing import Any
 
 import pytest
 
+from app.prompts import special_vocab
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from templates.chat_format import ChatFormat
-from templates.prompt_fragments import fragment_tokens, special_vocab
+from templates.prompt_fragments import fragment_tokens
 from templates.safe_prompt import prompt_from_render
 from templates.truncation import Truncation, eviction_levels, truncate_conversation
 from tests.conftest import FIXTURES

@@ -5,9 +5,9 @@ from __future__ import annotations
 import msgspec
 import pytest
 
-from app.errors import BadRequest, from_msgspec
-from app.normalize import decode_request, fit_max_tokens
-from app.request_types import ChatCompletionRequest, CompletionRequest
+from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
+from app.prepare import fit_max_tokens
+from app.server.errors import BadRequest, decode_body, from_msgspec
 from backends.stops import StopMatcher
 from templates.chat_template import ChatTemplate, TemplateRenderError
 
@@ -49,7 +49,7 @@ def test_stop_matcher_holds_back_only_possible_starts():
 
 def error_item(body: bytes, request_type=CompletionRequest):
     with pytest.raises(Exception) as caught:
-        decode_request(body, request_type)
+        decode_body(body, request_type)
     return caught.value.items[0]
 
 

@@ -10,11 +10,10 @@ from pathlib import Path
 
 import httpx
 
+from app.cli.defaults import DEFAULT_PORT
 from app.config import ConfigError, ModelEntry, load_config, remove_model
 from app.locations import config_file, models_dir
 from backends.registry import gguf_parts
-
-DEFAULT_PORT = 8080
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:

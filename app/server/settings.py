@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.security import SecuritySettings
+from app.server.security import SecuritySettings
 
 DEFAULT_MAX_LOGPROBS = 5
 

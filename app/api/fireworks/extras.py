@@ -1,6 +1,5 @@
 """What a choice carries besides its text, when the request asks: logprobs (prompt and
-completion), token ids, `raw_output`, `perf_metrics`; it also hands `user` and `metadata` to the
-request's log line.
+completion), token ids, `raw_output`, `perf_metrics`, and the answer's `usage`.
 
 Both endpoints, whole answers and streams, build these fields through one `ChoiceExtras` per
 request, so the rules (which shape, where offsets start, what raw output holds) live here once.
@@ -12,18 +11,23 @@ from dataclasses import dataclass, field
 
 from msgspec import UNSET, UnsetType
 
-from app.generation import ChoiceResult, UsageCounter
-from app.logprobs import Entry, LogprobShaper, merge_logprobs, token_texts
-from app.normalize import ECHO_ALL, OutputOptions
-from app.perf_metrics import RequestClock, perf_headers, perf_metrics
-from app.request_log import note_caller
-from app.response_types import ChoiceLogprobs, NewLogProbs, RawOutput
-from app.stream_buffer import Piece
+from app.api.fireworks.logprobs import LogprobShaper, merge_logprobs, token_texts
+from app.api.fireworks.perf_metrics import perf_headers, perf_metrics
+from app.api.fireworks.responses import (
+    ChoiceLogprobs,
+    NewLogProbs,
+    RawOutput,
+    UsageInfo,
+)
+from app.plan import ECHO_ALL, OutputOptions
+from app.prepare import PreparedRequest
+from app.prompts import Fragments
+from app.run import ChoiceResult
+from app.stream_buffer import Entry, Piece
+from app.usage import RequestClock, UsageCounter
 from backends.jobs import GenerationJob
 from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
-
-Fragments = list[str | int]
 
 
 @dataclass
@@ -41,15 +45,6 @@ def echo_text(tokens: tuple[int, ...], text: str, echo: int, model: LlamaModel) 
     return model.detokenize(list(tokens[len(tokens) - echo:])) if echo else ""
 
 
-@dataclass(frozen=True)
-class RequestLog:
-    """What the request log line (`app.request_log`) shows besides counts: `metadata` and
-    `user`, as given."""
-
-    metadata: dict[str, str] | None = None
-    user: str | None = None
-
-
 @dataclass
 class ChoiceExtras:
     options: OutputOptions
@@ -59,23 +54,20 @@ class ChoiceExtras:
     fragments: list[Fragments]  # per prompt: what `raw_output.prompt_fragments` shows
     echoes: list[str] | None  # per prompt: the echoed text (`echo`, `echo_last`)
     grammar_text: str | None
-    request_log: RequestLog
     shaper: LogprobShaper | None = None
     raw_shaper: LogprobShaper | None = None
     streamed: dict[int, _Streamed] = field(default_factory=dict)
     _offsets_started: set[int] = field(default_factory=set)
 
     @classmethod
-    def for_job(cls, options: OutputOptions, served: ServedModel, job: GenerationJob, clock: RequestClock, *,
-                request_log: RequestLog, fragments: list[Fragments], prompt_texts: list[str]) -> ChoiceExtras:
-        """`prompt_texts`: each prompt as text (what `echo: true` returns)."""
+    def of(cls, prepared: PreparedRequest, clock: RequestClock) -> ChoiceExtras:
+        options, served, job = prepared.plan.output, prepared.served, prepared.job
         echoes = None
         if options.echo is not None:
-            echoes = [echo_text(spec.tokens, text, options.echo, served.model)
-                      for spec, text in zip(job.prompts, prompt_texts, strict=True)]
-        extras = cls(options, served, job, clock, fragments, echoes,
-                     job.grammar.text if job.grammar is not None else None, request_log)
-        note_caller(request_log.user, request_log.metadata)
+            echoes = [echo_text(spec.tokens, prompt.text, options.echo, served.model)
+                      for spec, prompt in zip(job.prompts, prepared.prompts, strict=True)]
+        extras = cls(options, served, job, clock, prepared.fragments, echoes,
+                     job.grammar.text if job.grammar is not None else None)
         if options.logprobs is not None:
             texts = token_texts(served.model)
             extras.shaper = LogprobShaper(texts, legacy=options.legacy_logprobs, top=options.top_logprobs,
@@ -176,7 +168,11 @@ class ChoiceExtras:
         streamed = self.streamed.pop(choice, _Streamed())
         return self.raw_output(choice, streamed.tokens, streamed.logprobs)
 
-    # ---- perf metrics ----------------------------------------------------------------------------
+    # ---- usage and perf metrics ------------------------------------------------------------------
+
+    @staticmethod
+    def usage(counter: UsageCounter) -> UsageInfo:
+        return UsageInfo.of(counter.prompt_tokens, counter.completion_tokens, counter.cached_tokens)
 
     def perf(self, counter: UsageCounter) -> dict[str, object]:
         return perf_metrics(self.clock, counter, len(self.job.draft))

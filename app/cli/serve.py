@@ -1,4 +1,5 @@
-"""The `fireside` command."""
+"""`fireside serve`: load the models (the command line's, the config file's, or the embedded
+default) and serve them over HTTP."""
 
 from __future__ import annotations
 
@@ -7,17 +8,15 @@ import logging
 import sys
 from pathlib import Path
 
-from app import doctor, model_commands, pull, security, template_cli
+from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
-from app.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
+from app.server import security
+from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
 from backends.engine import EngineOptions
 from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
 from backends.threads import physical_cores
-
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
 
 
 def _positive(value: str) -> int:
@@ -46,9 +45,7 @@ class _ForLastModel(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fireside", description="Local inference server for GGUF models")
-    commands = parser.add_subparsers(dest="command", required=True)
+def add_command(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve models over the Fireworks/OpenAI API")
     serve.add_argument("--model", action="append", type=Path, default=[], metavar="PATH",
                        help="a GGUF file to serve; repeat for several (default: the embedded SmolLM2-135M-Instruct)")
@@ -81,11 +78,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--log-prompts", action="store_true",
                        help="include prompt and output text (truncated) in the request log lines")
     security.add_arguments(serve)
-    template_cli.add_commands(commands)
-    model_commands.add_commands(commands)
-    pull.add_command(commands)
-    doctor.add_command(commands)
-    return parser
 
 
 def model_specs(paths: list[Path], aliases: list[str | None],
@@ -125,10 +117,10 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     )
 
 
-def serve(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from app.server import create_app
+    from app.server.app import create_app
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
@@ -190,22 +182,3 @@ def auto_gpu_layers(parallel: int, batch_size: int):  # noqa: ANN201
     def resolve(spec: ModelSpec, ctx_size: int) -> int:
         return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)
     return resolve
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    if args.command == "serve":
-        return serve(args)
-    if args.command in ("models", "rm", "config"):
-        return model_commands.run(args)
-    if args.command == "pull":
-        return pull.run(args)
-    if args.command == "doctor":
-        return doctor.run(args)
-    if args.command == "template":
-        return template_cli.run(args)
-    return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,7 +1,7 @@
 """One log line per HTTP request (logger `fireside.requests`), in logfmt.
 
 What a request did is gathered in a `RequestRecord` that lives as long as the request: the ASGI
-wrapper in `app.metrics` opens it (route, status, total time, disconnects, the error message of a
+wrapper in `app.server.metrics` opens it (route, status, total time, disconnects, the error message of a
 4xx/5xx body), and the generation code adds what only it knows (model, token counts, the
 `RequestClock`) through the functions below, which find the record through a context variable.
 They do nothing when no record is open (code run outside the server, unit tests), and they are
@@ -36,8 +36,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from app.generation import UsageCounter
-    from app.perf_metrics import RequestClock
+    from app.usage import RequestClock, UsageCounter
     from backends.jobs import GenerationJob
     from backends.registry import ServedModel
 

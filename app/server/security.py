@@ -26,8 +26,7 @@ from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.middleware import DefineMiddleware
 from litestar.types import Guard
 
-from app.errors import ApiError
-from app.response_types import ErrorBody, ErrorResponse
+from app.server.errors import ApiError, ErrorBody, ErrorResponse
 from app.sizes import format_size, parse_size
 
 if TYPE_CHECKING:

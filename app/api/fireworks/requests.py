@@ -3,7 +3,7 @@
 Types, enums and ranges come from the spec (ranges from its "Required range" lines). Every
 Struct forbids unknown fields because the spec sets `additionalProperties: false`. Checks that
 msgspec cannot express (a union of several array shapes, cross-field rules) live in
-`app.normalize`, which turns these Structs into one internal request.
+`app.api.fireworks.plan`, which turns these Structs into the request plan.
 """
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ class ThinkingConfig(WireStruct):
     """`ThinkingConfigEnabled | ThinkingConfigDisabled | ThinkingConfigAdaptive` in one Struct.
 
     The enabled variant's `type` is optional (default `enabled`), so the variants cannot be told
-    apart by a msgspec tag; `app.normalize` rejects fields that the chosen variant lacks.
+    apart by a msgspec tag; `app.api.fireworks.plan` rejects fields that the chosen variant lacks.
     """
 
     type: Literal["enabled", "disabled", "adaptive"] = "enabled"
@@ -190,7 +190,7 @@ class GenerationFields(WireStruct, kw_only=True):
 
 class CompletionRequest(GenerationFields, kw_only=True):
     # string | string[] | int[] | int[][]: msgspec allows one array type in a union, so the
-    # element kinds are checked for consistency in `app.normalize`.
+    # element kinds are checked for consistency in `app.api.fireworks.plan`.
     prompt: str | list[str | int | list[int]]
     images: list[str | list[str]] | None = None
 

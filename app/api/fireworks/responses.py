@@ -75,7 +75,7 @@ class NewLogProbs(ResponseStruct):
 
 
 # LogProbs | NewLogProbs | None: msgspec cannot describe a union of untagged Structs, so the field
-# is typed loosely and the schema names the two shapes (both listed in `app.openapi`).
+# is typed loosely and the schema names the two shapes (both listed in `app.server.openapi`).
 ChoiceLogprobs = Annotated[
     Any,
     msgspec.Meta(extra_json_schema={"anyOf": [{"$ref": "#/components/schemas/LogProbs"},
@@ -218,37 +218,3 @@ class ModelCard(ResponseStruct):
 class ModelList(ResponseStruct):
     data: list[ModelCard]
     object: str = "list"
-
-
-class ModelHealth(ResponseStruct):
-    id: str
-    slots: int
-    busy_slots: int
-    queued_choices: int  # choices waiting for a free slot
-    queued_requests: int  # requests none of whose choices started (bounded by --max-queue)
-
-
-class Health(ResponseStruct):
-    status: str
-    models: list[ModelHealth]
-
-
-class ErrorBody(msgspec.Struct):
-    message: str
-    type: str
-    param: str | None
-    code: str | None
-
-
-class ErrorResponse(msgspec.Struct):
-    error: ErrorBody
-
-
-class ValidationErrorItem(msgspec.Struct):
-    loc: list[str | int]
-    msg: str
-    type: str
-
-
-class HTTPValidationError(msgspec.Struct):
-    detail: list[ValidationErrorItem]

@@ -19,8 +19,7 @@ import sys
 
 import msgspec
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080  # `fireside serve`'s default (app.cli.DEFAULT_PORT; not imported: app.cli imports us)
+from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
 class DeviceInfo(msgspec.Struct):

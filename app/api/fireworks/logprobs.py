@@ -15,25 +15,21 @@ import base64
 import codecs
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Protocol
 
 import numpy as np
 
-from app.response_types import (
+from app.api.fireworks.responses import (
     ChoiceLogprobs,
     LogProbContent,
     LogProbs,
     NewLogProbs,
     TopLogProb,
 )
+from app.plan import MaskMode
+from app.stream_buffer import Entry
 from backends.jobs import MASK_LIST_LIMIT, TokenLogprob
 from backends.model_cache import per_model
-
-MaskMode = Literal["count", "non_zero_list", "non_zero_buffer"]
-
-# One position: the token and its record; None where the token has no log-probability (the
-# first prompt token, when the prompt is echoed).
-Entry = tuple[int, TokenLogprob | None]
 
 
 class PieceSource(Protocol):

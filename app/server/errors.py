@@ -1,4 +1,4 @@
-"""Typed API errors, raised anywhere and rendered in one place (`app.server`).
+"""Typed API errors, raised anywhere and rendered in one place (`app.server.app`).
 
 Two shapes, as the design sets: schema errors are 422 in the spec's `HTTPValidationError`
 shape; everything else is OpenAI's `{"error": {"message", "type", "param", "code"}}`.
@@ -7,15 +7,32 @@ shape; everything else is OpenAI's `{"error": {"message", "type", "param", "code
 from __future__ import annotations
 
 import re
+from typing import Any, TypeVar
 
 import msgspec
 
-from app.response_types import (
-    ErrorBody,
-    ErrorResponse,
-    HTTPValidationError,
-    ValidationErrorItem,
-)
+T = TypeVar("T")
+
+
+class ErrorBody(msgspec.Struct):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(msgspec.Struct):
+    error: ErrorBody
+
+
+class ValidationErrorItem(msgspec.Struct):
+    loc: list[str | int]
+    msg: str
+    type: str
+
+
+class HTTPValidationError(msgspec.Struct):
+    detail: list[ValidationErrorItem]
 
 
 class ApiError(Exception):
@@ -126,3 +143,17 @@ def from_msgspec(exc: msgspec.MsgspecError) -> RequestValidationError:
     else:
         type_ = "value_error" if "got" not in msg else "type_error"
     return RequestValidationError.at(loc, msg, type_)
+
+
+_decoders: dict[type, msgspec.json.Decoder[Any]] = {}
+
+
+def decode_body(body: bytes, request_type: type[T]) -> T:
+    """Decode and validate a JSON body into its wire Struct; any failure is a 422 naming the field."""
+    decoder = _decoders.get(request_type)
+    if decoder is None:
+        decoder = _decoders[request_type] = msgspec.json.Decoder(request_type)
+    try:
+        return decoder.decode(body)
+    except msgspec.MsgspecError as error:
+        raise from_msgspec(error) from None

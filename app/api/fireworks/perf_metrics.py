@@ -3,32 +3,7 @@ as `fireworks-*` headers on whole answers and in the body when `perf_metrics_in_
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from app.generation import UsageCounter
-
-
-class RequestClock:
-    """When the request arrived, produced its first token and finished (server side)."""
-
-    __slots__ = ("started", "first_token", "finished")
-
-    def __init__(self) -> None:
-        self.started = time.perf_counter()
-        self.first_token: float | None = None
-        self.finished: float | None = None
-
-    def token(self, at: float | None = None) -> None:
-        """A token was produced (now, or `at` as the engine timed it); the first one counts."""
-        if at is None:
-            at = time.perf_counter()
-        if self.first_token is None or at < self.first_token:
-            self.first_token = at
-
-    def finish(self) -> None:
-        self.finished = time.perf_counter()
+from app.usage import RequestClock, UsageCounter
 
 
 def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens: int) -> dict[str, object]:

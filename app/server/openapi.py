@@ -1,7 +1,7 @@
 """The OpenAPI document of Fireside's own API, generated from the Structs that validate requests.
 
-Generating it from `app.request_types` / `app.response_types` means the document can never
-drift from what the server accepts.
+Generating it from each dialect's wire Structs means the document can never drift from what the
+server accepts.
 """
 
 from __future__ import annotations
@@ -11,19 +11,19 @@ from typing import Any
 
 import msgspec
 
-from app.request_types import ChatCompletionRequest, CompletionRequest
-from app.response_types import (
+from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
+from app.api.fireworks.responses import (
     ChatCompletionResponse,
     ChatCompletionStreamResponse,
     CompletionResponse,
     CompletionStreamResponse,
-    ErrorResponse,
-    HTTPValidationError,
     LogProbs,
     ModelCard,
     ModelList,
     NewLogProbs,
 )
+from app.api.fireworks.routes import API_PREFIXES
+from app.server.errors import ErrorResponse, HTTPValidationError
 
 _REF = "#/components/schemas/{name}"
 
@@ -72,7 +72,7 @@ def openapi_document() -> dict[str, Any]:
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
-    for prefix in ("/v1", "/inference/v1"):
+    for prefix in API_PREFIXES:
         paths[f"{prefix}/completions"] = _generation("Create Completion", CompletionRequest, CompletionResponse, CompletionStreamResponse)
         paths[f"{prefix}/chat/completions"] = _generation(
             "Create Chat Completion", ChatCompletionRequest, ChatCompletionResponse, ChatCompletionStreamResponse

@@ -1,36 +1,20 @@
 """`tools`, `tool_choice`, `parallel_tool_calls` and the deprecated `functions` / `function_call`,
-normalized into one plan: which tools the prompt shows, which the model may call, and whether
-it must."""
+normalized into the plan's `ToolPlan`: which tools the prompt shows, which the model may call,
+and whether it must."""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-from app.errors import BadRequest
-from app.request_types import (
+from app.api.fireworks.requests import (
     AllowedToolsSelection,
     ChatCompletionRequest,
     FunctionSelection,
 )
-
-TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-
-
-@dataclass(frozen=True)
-class ToolPlan:
-    tools: list[dict[str, Any]]  # every tool, OpenAI-shaped, as the prompt shows them
-    mode: Literal["none", "auto", "required"]
-    allowed: tuple[str, ...]  # the names a call may use (a subset keeps the prompt, and its cache, the same)
-    parallel: bool
-
-    @property
-    def schemas(self) -> dict[str, dict[str, Any]]:
-        return {tool["function"]["name"]: tool["function"].get("parameters") or {"type": "object"}
-                for tool in self.tools}
+from app.plan import ToolPlan
+from app.server.errors import BadRequest
 
 
 def tool_plan(request: ChatCompletionRequest) -> ToolPlan | None:
@@ -42,13 +26,7 @@ def tool_plan(request: ChatCompletionRequest) -> ToolPlan | None:
             raise BadRequest("tool_choice needs `tools`", param="tool_choice")
         return None
     names = [tool["function"]["name"] for tool in tools]
-    for i, name in enumerate(names):
-        if not TOOL_NAME.match(name):
-            raise BadRequest(f"tools[{i}].function.name {name!r} must be 1 to 64 letters, digits, underscores or "
-                             "dashes", param="tools")
-    duplicated = {name for name in names if names.count(name) > 1}
-    if duplicated:
-        raise BadRequest(f"two tools are named {min(duplicated)!r}", param="tools")
+    ToolPlan.check_names(names)
     parallel = request.parallel_tool_calls is not False
     if choice in ("auto", "none"):
         return ToolPlan(tools, choice, tuple(names), parallel)

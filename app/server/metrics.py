@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.request_log import (
+from app.server.request_log import (
     RequestRecord,
     close_record,
     log_request,
@@ -150,7 +150,7 @@ class Observer:
     """ASGI wrapper around the app's handler: sees every HTTP request exactly once (404s for
     unknown paths and errors rendered by the exception handlers included), times it, keeps its
     status, notices a client that leaves before the answer ends, then records its metrics and
-    writes its log line. The generation code adds its part through `app.request_log`."""
+    writes its log line. The generation code adds its part through `app.server.request_log`."""
 
     def __init__(self, app: ASGIApp, metrics: Metrics, log_prompts: Callable[[], bool]):
         self.app = app

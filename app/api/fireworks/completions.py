@@ -1,0 +1,118 @@
+"""`POST /v1/completions`: prompts as text or token ids as a plan, and the engine's events as
+text completions, whole or streamed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from litestar.response import Response
+from msgspec import UNSET, UnsetType
+
+from app.api.fireworks.extras import ChoiceExtras
+from app.api.fireworks.plan import completion_plan
+from app.api.fireworks.requests import CompletionRequest
+from app.api.fireworks.responses import (
+    ChoiceLogprobs,
+    CompletionChoice,
+    CompletionResponse,
+    CompletionStreamResponse,
+    UsageInfo,
+)
+from app.prepare import PreparedRequest
+from app.run import ChoiceResult, RequestContext, answer, new_id, now
+from app.server.errors import ApiError, ErrorResponse, decode_body
+from app.server.settings import ApiSettings
+from app.server.sse import OPENAI_SSE
+from app.stream_buffer import Entry, Piece
+from app.usage import RequestClock, UsageCounter
+
+
+async def create_completion(context: RequestContext, settings: ApiSettings, body: bytes) -> Response:
+    request = decode_body(body, CompletionRequest)
+    plan = completion_plan(request, settings.max_logprobs)
+    return await answer(context, plan, lambda prepared, clock: CompletionShaper(prepared, clock, request.model),
+                        OPENAI_SSE)
+
+
+@dataclass
+class CompletionShaper:
+    prepared: PreparedRequest
+    clock: RequestClock
+    model: str  # as the request named it
+    id: str = field(default_factory=lambda: new_id("cmpl"))
+    created: int = field(default_factory=now)
+    extras: ChoiceExtras = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.extras = ChoiceExtras.of(self.prepared, self.clock)
+
+    # ---- a stream ----------------------------------------------------------------------------
+
+    def _chunk(self, choices: list[CompletionChoice], usage: UsageInfo | UnsetType = UNSET,
+               perf: dict[str, object] | UnsetType = UNSET) -> CompletionStreamResponse:
+        return CompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf)
+
+    def _choice(self, choice: int, text: str, *, logprobs: ChoiceLogprobs = None, prompt_ids: bool = False,
+                tokens: list[int] | None = None, finish_reason: str | None = None) -> CompletionChoice:
+        extras = self.extras
+        return CompletionChoice(
+            choice, text, finish_reason, logprobs,  # type: ignore[arg-type]
+            prompt_token_ids=extras.prompt_ids(choice) if prompt_ids else UNSET,
+            token_ids=extras.token_ids(tokens) if tokens is not None else UNSET,
+        )
+
+    def opening(self) -> list[CompletionStreamResponse]:
+        """The echoed prompts (unless their log-probabilities are still to come) and prompt ids."""
+        chunks = []
+        for choice in range(self.extras.choice_count):
+            echo = self.extras.echo(choice)
+            if echo and self.extras.scores_prompt:
+                echo = ""  # it goes out with its log-probabilities
+            if echo or self.extras.options.token_ids:
+                chunks.append(self._chunk([self._choice(choice, echo, prompt_ids=True)]))
+        return chunks
+
+    def prompt_scored(self, choice: int, entries: list[Entry]) -> list[CompletionStreamResponse]:
+        logprobs = self.extras.prompt_logprobs(choice, entries)
+        return [self._chunk([self._choice(choice, self.extras.echo(choice), logprobs=logprobs)])]
+
+    def piece(self, choice: int, piece: Piece) -> list[CompletionStreamResponse]:
+        extras = self.extras
+        if not piece.text and not (extras.per_token and piece.tokens):
+            return []
+        extras.observe(choice, piece)
+        logprobs = extras.logprobs(choice, piece.logprobs)
+        return [self._chunk([self._choice(choice, piece.text, logprobs=logprobs, tokens=piece.tokens)])]
+
+    def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[CompletionStreamResponse]:
+        final = self._choice(choice, "", finish_reason=reason)
+        final.raw_output = self.extras.stream_raw_output(choice)
+        perf = UNSET
+        if last:
+            perf = self.extras.stream_perf(counter)
+        return [self._chunk([final], perf=perf)]
+
+    def usage(self, counter: UsageCounter) -> CompletionStreamResponse:
+        return self._chunk([], self.extras.usage(counter))
+
+    def failed(self, error: ApiError) -> ErrorResponse:
+        return error.body()
+
+    # ---- a whole answer ----------------------------------------------------------------------
+
+    def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
+        extras = self.extras
+        choices = [
+            CompletionChoice(
+                i, extras.echo(i) + result.text, result.finish_reason,  # type: ignore[arg-type]
+                extras.whole_logprobs(i, result),
+                raw_output=extras.whole_raw_output(i, result),
+                prompt_token_ids=extras.prompt_ids(i),
+                token_ids=extras.token_ids(result.tokens),
+            )
+            for i, result in enumerate(results)
+        ]
+        perf = extras.perf(counter)
+        body = CompletionResponse(self.id, self.created, self.model, choices, extras.usage(counter),
+                                  perf_metrics=extras.body_perf(perf))
+        return Response(body, headers=extras.headers(perf))

@@ -1,0 +1,57 @@
+"""The Fireworks dialect's routes, under `/v1` and `/inference/v1`."""
+
+from __future__ import annotations
+
+from litestar import Request, get, post
+from litestar.params import FromPath
+from litestar.response import Response, Stream
+from msgspec import UNSET
+
+from app.api.fireworks.chat import create_chat_completion
+from app.api.fireworks.completions import create_completion
+from app.api.fireworks.responses import ModelCard, ModelList
+from app.server.errors import ModelNotFound
+from app.server.state import registry, request_context, settings
+from backends.registry import ModelSpec, ServedModel
+
+API_PREFIXES = ("/v1", "/inference/v1")
+
+
+def _paths(suffix: str) -> list[str]:
+    return [prefix + suffix for prefix in API_PREFIXES]
+
+
+@post(_paths("/completions"), status_code=200)
+async def completions(request: Request) -> Response | Stream:
+    context = request_context(request)
+    return await create_completion(context, settings(request), await request.body())
+
+
+@post(_paths("/chat/completions"), status_code=200)
+async def chat_completions(request: Request) -> Response | Stream:
+    context = request_context(request)
+    return await create_chat_completion(context, settings(request), await request.body())
+
+
+def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCard:
+    context = served.engine.ctx_size if served is not None else (spec.ctx_size or UNSET)
+    return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None)
+
+
+@get(_paths("/models"))
+async def list_models(request: Request) -> ModelList:
+    """Every model this server knows (the command line's and the config file's), loaded or not."""
+    return ModelList([_card(*known) for known in registry(request).specs()])
+
+
+@get(_paths("/models/{model_id:path}"))
+async def get_model(request: Request, model_id: FromPath[str]) -> ModelCard:
+    name = model_id.lstrip("/")
+    models = registry(request)
+    for spec, served, created in models.specs():
+        if models.knows(name) is spec:
+            return _card(spec, served, created)
+    raise ModelNotFound(name)
+
+
+ROUTES = [completions, chat_completions, list_models, get_model]

@@ -1,0 +1,253 @@
+"""Running a request plan (DESIGN steps 3 and 6): lease its model, prepare the job, submit it,
+then collect a whole answer or stream the engine's events, through the dialect's `Shaper`.
+
+Every front door answers through `answer`: it brings a plan and a way to build its shaper, and
+gets back a whole `Response` or a streamed one. A stream releases the model when it ends, however
+it ends; a client that leaves cancels the job at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from litestar.response import Response, Stream
+from litestar.types import Receive
+
+from app.plan import RequestPlan, StreamPlan
+from app.prepare import PreparedRequest, prepare
+from app.server.errors import (
+    ApiError,
+    EngineFailure,
+    ModelNotFound,
+    ModelUnavailable,
+    TooManyRequests,
+)
+from app.server.request_log import (
+    note_caller,
+    note_error,
+    note_job,
+    note_model,
+    note_response_id,
+    output_parts,
+    track,
+)
+from app.server.sse import Framing
+from app.stream_buffer import ChunkBuffer, Entry, Piece
+from app.usage import RequestClock, UsageCounter
+from backends.engine import QueueFull
+from backends.jobs import (
+    ChoiceFinished,
+    GenerationJob,
+    JobFailed,
+    JobHandle,
+    PromptLogprobs,
+    TextDelta,
+)
+from backends.llama_model import ModelLoadError
+from backends.registry import Lease, ModelRegistry, ServedModel
+
+
+@dataclass(frozen=True)
+class RequestContext:
+    """What a handler gets besides its body: the models, the client's channel, the request's clock."""
+
+    registry: ModelRegistry
+    receive: Receive
+    clock: RequestClock = field(default_factory=RequestClock)
+
+
+def new_id(prefix: str) -> str:
+    """A response's id (the request log line shows it)."""
+    response_id = f"{prefix}-{uuid.uuid4().hex}"
+    note_response_id(response_id)
+    return response_id
+
+
+def now() -> int:
+    return int(time.time())
+
+
+@dataclass
+class ChoiceResult:
+    parts: list[str] = field(default_factory=list)
+    tokens: list[int] = field(default_factory=list)
+    logprobs: list[Entry] = field(default_factory=list)  # only when the job computes them
+    prompt_logprobs: list[Entry] | None = None  # echoed prompt positions
+    finish_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+class Shaper(Protocol):
+    """How a dialect writes one request's answer: its stream chunks (each list may be empty) and
+    its whole response."""
+
+    def opening(self) -> list[Any]: ...
+    def prompt_scored(self, choice: int, entries: list[Entry]) -> list[Any]: ...
+    def piece(self, choice: int, piece: Piece) -> list[Any]: ...
+    def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[Any]: ...
+    def usage(self, counter: UsageCounter) -> Any: ...
+    def failed(self, error: ApiError) -> Any: ...
+    def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response: ...
+
+
+MakeShaper = Callable[[PreparedRequest, RequestClock], Shaper]
+
+
+async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeShaper,
+                 framing: Framing) -> Response | Stream:
+    """The plan's answer, whole or streamed (`plan.stream`) in `framing`."""
+    lease = await acquire_model(context.registry, plan.model)
+    try:
+        prepared = await prepare(plan, lease.served)
+        shaper = make_shaper(prepared, context.clock)
+        note_caller(plan.caller.user, plan.caller.metadata)
+        handle = submit(lease.served, prepared.job)
+        if plan.stream is not None:
+            frames = stream(handle, shaper, plan.stream, context.clock, framing, lease.release)
+            return Stream(frames, media_type=framing.media_type, headers=framing.headers)
+        results, counter = await collect(handle, context.receive, context.clock)
+    except BaseException:
+        lease.release()
+        raise
+    lease.release()
+    return shaper.whole(results, counter)
+
+
+async def acquire_model(registry: ModelRegistry, name: str) -> Lease:
+    """A lease on the request's model, loading it when needed (404 for an unknown one)."""
+    note_model(name)
+    try:
+        lease = await registry.acquire(name)
+    except ModelLoadError as error:
+        raise ModelUnavailable(f"model {name} could not be loaded: {error}") from None
+    if lease is None:
+        raise ModelNotFound(name)
+    return lease
+
+
+def submit(served: ServedModel, job: GenerationJob) -> JobHandle:
+    note_job(served, job)
+    try:
+        return served.engine.submit(job)
+    except QueueFull as full:
+        raise TooManyRequests(str(full), full.retry_after) from None
+
+
+def _failure(event: JobFailed) -> ApiError:
+    error = event.error
+    return error if isinstance(error, ApiError) else EngineFailure(f"generation failed: {error}")
+
+
+def _prompt_entries(handle: JobHandle, event: PromptLogprobs) -> list[Entry]:
+    prompt = handle.job.prompts[event.choice // handle.job.n].tokens
+    return list(zip(prompt[event.start:], event.entries, strict=True))
+
+
+async def _cancel_when_client_leaves(handle: JobHandle, receive: Receive) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+    handle.cancel()
+
+
+async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> tuple[list[ChoiceResult], UsageCounter]:
+    """Wait for every choice of a job; a client that goes away meanwhile cancels it."""
+    results = [ChoiceResult() for _ in range(handle.job.choice_count)]
+    counter = UsageCounter(handle.job.n)
+    track(counter, clock, [result.parts for result in results])
+    watcher = asyncio.create_task(_cancel_when_client_leaves(handle, receive))
+    try:
+        async for event in handle.events():
+            if isinstance(event, TextDelta):
+                result = results[event.choice]
+                if event.text:
+                    result.parts.append(event.text)
+                if event.token >= 0:
+                    result.tokens.append(event.token)
+                    if event.logprob is not None:
+                        result.logprobs.append((event.token, event.logprob))
+            elif isinstance(event, ChoiceFinished):
+                results[event.choice].finish_reason = event.finish_reason
+                counter.add(event)
+                if event.first_token_at is not None:
+                    clock.token(event.first_token_at)
+            elif isinstance(event, PromptLogprobs):
+                results[event.choice].prompt_logprobs = _prompt_entries(handle, event)
+            else:
+                raise _failure(event)
+    finally:
+        watcher.cancel()
+        handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
+        counter.add_unfinished(handle)
+    clock.finish()
+    return results, counter
+
+
+async def stream(handle: JobHandle, shaper: Shaper, options: StreamPlan, clock: RequestClock, framing: Framing,
+                 on_close: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+    """The framed chunks of a job's answer as its events arrive, then the framing's end; a failure
+    ends it with the shaper's error chunk. Leaving early cancels the job; `on_close` runs when the
+    stream ends, however it ends."""
+    frame = framing.frame
+    counter = UsageCounter(handle.job.n)
+    buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
+    remaining = handle.job.choice_count
+    outputs = output_parts(remaining)  # only with --log-prompts
+    track(counter, clock, outputs)
+    try:
+        for chunk in shaper.opening():
+            yield frame(chunk)
+        while remaining:
+            events = await handle.next_events(buffer.wait() if buffer is not None else None)
+            if events is None:
+                return  # cancelled
+            for event in events:
+                if isinstance(event, TextDelta):
+                    if outputs is not None:
+                        outputs[event.choice].append(event.text)
+                    if buffer is None:
+                        for chunk in shaper.piece(event.choice, Piece.of(event)):
+                            yield frame(chunk)
+                    else:
+                        buffer.add(event)
+                elif isinstance(event, ChoiceFinished):
+                    counter.add(event)
+                    if event.first_token_at is not None:
+                        clock.token(event.first_token_at)
+                    remaining -= 1
+                    if buffer is not None:
+                        for choice, piece in buffer.take(event.choice):
+                            for chunk in shaper.piece(choice, piece):
+                                yield frame(chunk)
+                    if not remaining:
+                        clock.finish()
+                    for chunk in shaper.finished(event.choice, event.finish_reason, not remaining, counter):
+                        yield frame(chunk)
+                elif isinstance(event, PromptLogprobs):
+                    for chunk in shaper.prompt_scored(event.choice, _prompt_entries(handle, event)):
+                        yield frame(chunk)
+                else:
+                    failure = _failure(event)
+                    note_error(failure.message)
+                    yield frame(shaper.failed(failure))
+                    yield framing.end
+                    return
+            if buffer is not None:
+                for choice, piece in buffer.due():
+                    for chunk in shaper.piece(choice, piece):
+                        yield frame(chunk)
+        if options.include_usage:
+            yield frame(shaper.usage(counter))
+        yield framing.end
+    finally:
+        handle.cancel()
+        counter.add_unfinished(handle)
+        if on_close is not None:
+            on_close()
