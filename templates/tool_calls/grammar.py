@@ -152,7 +152,7 @@ def params(f: Function, param: ParamFn, *, sort: bool = False) -> str:
 
 
 KEY = "[a-zA-Z0-9_.-]+"
-NL, NL_OPT, NLS, NOTHING, COMMA_WS = '"\\n"', '"\\n"?', '"\\n"*', '""', '"," ws'
+NL, NL_OPT, NOTHING, COMMA_WS = '"\\n"', '"\\n"?', '""', '"," ws'
 
 
 def xml_param(g: Grammar, before: str, middle: str, close: str, *, newlines: bool = False,
