@@ -14,7 +14,7 @@ SCHEMAS: list[tuple[str, str, dict]] = [
         "type": "object", "properties": {"name": NAME, "age": {"type": "integer", "minimum": 0, "maximum": 120}},
         "required": ["name", "age"], "additionalProperties": False}),
     ("city", "a city", {
-        "type": "object", "properties": {"city": NAME, "country": NAME, "population": {"type": "integer", "minimum": 0}},
+        "type": "object", "properties": {"city": NAME, "country": NAME, "population": {"type": "integer", "minimum": 0, "maximum": 100_000_000}},
         "required": ["city", "country", "population"], "additionalProperties": False}),
     ("color-enum", "your favourite colour", {
         "type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}}, "required": ["color"],
