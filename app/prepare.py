@@ -11,12 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from app.answer_check import AnswerCheck
 from app.chat_formats import chat_format
-from app.constraints import call_grammar, format_grammar, reasoning_first
+from app.constraints import Constraint, call_grammar, format_grammar, reasoning_first
 from app.plan import Conversation, RequestPlan, Sampling
 from app.prompts import Fragments, Prompt, chat_prompt, check_token_ids, written_prompts
 from app.server.errors import BadRequest
-from backends.grammar import CompiledGrammar
 from backends.jobs import GenerationJob, PromptSpec, SamplingParams
 from backends.llama_model import LlamaModel
 from backends.reasoning_budget import ReasoningBudget
@@ -36,6 +36,7 @@ class PreparedRequest:
     prompts: list[Prompt]  # one per prompt of the job
     chat: ChatFormat | None = None  # chats: the format whose parser reads the output
     tool_names: frozenset[str] | None = None  # the tools a call may name (None: no call possible)
+    check: AnswerCheck | None = None  # what the grammar left to check in the finished answer
 
     @property
     def prompt_texts(self) -> list[str]:
@@ -68,15 +69,15 @@ async def prepare(plan: RequestPlan, served: ServedModel) -> PreparedRequest:
                   for p in prompts)
     if chat is not None:
         assert isinstance(plan.input, Conversation)
-        grammar = await asyncio.to_thread(_chat_grammar, served, chat, plan, prompts[0].text)
+        constraint = await asyncio.to_thread(_chat_constraint, served, chat, plan, prompts[0].text)
         tools = plan.input.tools
         tool_names = tools.callable if tools is not None else None
         # tool-call markup is often made of special tokens: the parser must see it as text
         special_text = chat.family.special_markers or plan.input.shown_tools is not None
     else:
-        grammar = None
+        constraint = None
         if plan.response_format is not None:
-            grammar = await asyncio.to_thread(format_grammar, served, plan.response_format, None)
+            constraint = await asyncio.to_thread(format_grammar, served, plan.response_format, None)
         special_text = False
     job = GenerationJob(
         prompts=specs,
@@ -85,17 +86,19 @@ async def prepare(plan: RequestPlan, served: ServedModel) -> PreparedRequest:
         stop=stop_sequences(plan.stop, served.defaults),
         cache=plan.cache,
         stream=plan.stream is not None,
-        grammar=grammar,
+        grammar=constraint.grammar if constraint is not None else None,
+        guard=constraint.guard if constraint is not None else None,
         special_text=special_text,
         reasoning_budget=budget,
         logprobs=plan.output.logprobs,
         draft=draft_tokens(plan.draft, model),
         priority=plan.priority,
     )
-    return PreparedRequest(plan, served, job, prompts, chat, tool_names)
+    return PreparedRequest(plan, served, job, prompts, chat, tool_names,
+                           constraint.check if constraint is not None else None)
 
 
-def _chat_grammar(served: ServedModel, chat: ChatFormat, plan: RequestPlan, prompt: str) -> CompiledGrammar | None:
+def _chat_constraint(served: ServedModel, chat: ChatFormat, plan: RequestPlan, prompt: str) -> Constraint | None:
     assert isinstance(plan.input, Conversation)
     tools = plan.input.tools
     if tools is not None and tools.mode != "none":

@@ -384,6 +384,8 @@ class Engine:
             penalty_window=self.ctx_size,
             grammar=job.grammar,
             candidates=self._candidates if job.grammar is not None or observed else None,
+            guard=job.guard,
+            token_bytes=self._guard_bytes if job.guard is not None else None,
         )
         seq = _Sequence(slot, waiting, sampler, cached)
         if echo_from >= 0:
@@ -395,6 +397,10 @@ class Engine:
         if job.n > 1 and len(prompt) - cached > MIN_COPY_GAIN:
             self._prefilling.add(waiting.group)  # the other choices will copy this prefill
         self._mark_started(waiting.handle)
+
+    def _guard_bytes(self, token: int) -> bytes:
+        """A token's bytes as a uniqueItems guard reads them (markup included)."""
+        return self.model.token_bytes(token, special=True)
 
     def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], shared: dict[int, int], limit: int) -> int:
         """Keep the slot's longest usable prefix of `prompt`, at most `limit` tokens (copied from

@@ -19,6 +19,7 @@ import numpy as np
 if TYPE_CHECKING:
     from backends.grammar import CompiledGrammar
     from backends.reasoning_budget import ReasoningBudget
+    from grammars.unique_items import UniqueItemsGuard
 
 FinishReason = Literal["stop", "length"]
 
@@ -102,6 +103,7 @@ class GenerationJob:
     # the event loop (and the cores decoding) a wake-up per token.
     stream: bool = True
     grammar: CompiledGrammar | None = None  # every choice's output must be a sentence of it
+    guard: UniqueItemsGuard | None = None  # with a grammar: no token that repeats a unique array's item
     special_text: bool = False  # special tokens' text goes out too (chat formats whose markers are special tokens)
     reasoning_budget: ReasoningBudget | None = None
     logprobs: LogprobOptions | None = None

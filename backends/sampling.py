@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ctypes
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llama_cpp
@@ -16,9 +17,14 @@ import numpy as np
 
 from backends.grammar import CompiledGrammar, GrammarState
 from backends.jobs import MASK_LIST_LIMIT, SamplingParams
+from grammars.unique_items import GuardState, UniqueItemsGuard
 
 NO_TOKEN = -1  # what `sample` returns when the grammar leaves nothing to sample
 _NEG_INF = float("-inf")
+
+# Under a uniqueItems guard: how many refused draws in a row end the choice (a model stuck on
+# repeating an item; the answer's check then reports it).
+_GUARD_REDRAWS = 256
 
 _NO_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp would pick a random seed
 
@@ -80,7 +86,7 @@ class SamplerChain:
     """
 
     __slots__ = ("handle", "_greedy", "_point_mass", "_n_vocab", "_bias_tokens", "_bias_values", "_grammar",
-                 "_candidates", "_eog")
+                 "_candidates", "_eog", "_guard", "_guarded", "_guarded_for", "_token_bytes")
 
     def __init__(
         self,
@@ -92,8 +98,17 @@ class SamplerChain:
         penalty_window: int,
         grammar: CompiledGrammar | None = None,
         candidates: Candidates | None = None,
+        guard: UniqueItemsGuard | None = None,
+        token_bytes: Callable[[int], bytes] | None = None,
     ):
         self._grammar: GrammarState | None = None
+        # uniqueItems: a token the grammar allows may still repeat an item (checked on its bytes)
+        self._guard: GuardState | None = guard.start() if guard is not None and grammar is not None else None
+        self._guarded: GuardState | None = None  # the guard's state after the token last approved
+        self._guarded_for = NO_TOKEN
+        self._token_bytes = token_bytes
+        if self._guard is not None and token_bytes is None:
+            raise ValueError("a guard needs the tokens' bytes")
         self._candidates = candidates
         self._eog = frozenset(eog_tokens)
         bias = list(params.logit_bias)
@@ -171,8 +186,7 @@ class SamplerChain:
         array = candidates.fill(logits)
         if self._grammar is not None:
             self._grammar.constrain(array)
-        llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(array))
-        token = candidates.selected()
+        token = self._draw_approved(candidates)
         if token == NO_TOKEN:
             return token, SamplingView(None, 0, None)
         ids, kept_logits = candidates.active()
@@ -181,8 +195,7 @@ class SamplerChain:
         chosen = float(candidates.data["logit"][array.selected]) - log_total
         listed = np.sort(ids).astype(np.uint32) if with_ids and len(ids) <= MASK_LIST_LIMIT else None
         llama_cpp.llama_sampler_accept(self.handle, token)
-        if self._grammar is not None and token not in self._eog:
-            self._grammar.accept(token)
+        self._take(token)
         return token, SamplingView(chosen, len(ids), listed)
 
     def _biased_logits(self, ctx: llama_cpp.llama_context_p, output_index: int) -> np.ndarray:
@@ -197,33 +210,77 @@ class SamplerChain:
         if self._greedy:
             logits = self._biased_logits(ctx, output_index)
             token = int(logits.argmax())
-            if not grammar.allows(token):
+            if not (grammar.allows(token) and self._approves(token)):
                 grammar.constrain(candidates.fill(logits))
-                best = int(candidates.data["logit"].argmax())  # the grammar keeps the order
-                token = NO_TOKEN if candidates.data["logit"][best] == _NEG_INF else best
+                column = candidates.data["logit"]  # the grammar keeps the order
+                while True:
+                    best = int(column.argmax())
+                    if column[best] == _NEG_INF:
+                        token = NO_TOKEN
+                        break
+                    if self._approves(best):
+                        token = best
+                        break
+                    column[best] = _NEG_INF
         else:
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output_index), shape=(self._n_vocab,))
             llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(candidates.fill(logits)))
             token = candidates.selected()
-            if token == NO_TOKEN or not grammar.allows(token):
+            if token == NO_TOKEN or not (grammar.allows(token) and self._approves(token)):
                 grammar.constrain(candidates.fill(logits))
                 if candidates.data["logit"].max() == _NEG_INF:
                     return NO_TOKEN
-                llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(candidates.array))
-                token = candidates.selected()
+                token = self._draw_approved(candidates)
             if token != NO_TOKEN:
                 llama_cpp.llama_sampler_accept(self.handle, token)
-        if token != NO_TOKEN and token not in self._eog:
-            grammar.accept(token)
+        self._take(token)
         return token
+
+    def _approves(self, token: int) -> bool:
+        """Whether the guard (if any) lets `token` follow; its next state waits in `_guarded`."""
+        guard = self._guard
+        if guard is None or token in self._eog:
+            self._guarded = guard
+            return True
+        assert self._token_bytes is not None
+        self._guarded, self._guarded_for = guard.advance(self._token_bytes(token)), token
+        return self._guarded is not None
+
+    def _draw_approved(self, candidates: Candidates) -> int:
+        """Draw from the candidates (the grammar applied) until the guard approves the token; each
+        refused one is ruled out and the draw made again."""
+        allowed = candidates.data["logit"].copy() if self._guard is not None else None
+        for _ in range(_GUARD_REDRAWS):
+            llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(candidates.array))
+            token = candidates.selected()
+            if token == NO_TOKEN or allowed is None or self._approves(token):
+                return token
+            allowed[token] = _NEG_INF
+            candidates.fill(allowed)
+            if allowed.max() == _NEG_INF:
+                return NO_TOKEN
+        return NO_TOKEN
+
+    def _take(self, token: int) -> None:
+        """Advance the grammar and the guard past the token drawn (NO_TOKEN: nothing)."""
+        if token == NO_TOKEN:
+            return
+        if self._grammar is not None and token not in self._eog:
+            self._grammar.accept(token)
+        if self._guard is not None and token not in self._eog:
+            if self._guarded_for != token:  # others were asked since
+                approved = self._approves(token)
+                assert approved, "the guard refused a token it had let through"
+            self._guard = self._guarded
 
     def accept_forced(self, token: int) -> bool:
         """Take a token chosen for the sampler (a forced reasoning close): the chain and the
         grammar advance as if it had been drawn. False when the grammar rejects it."""
         if self._grammar is not None and token not in self._eog:
-            if not self._grammar.allows(token):
+            if not self._grammar.allows(token) or not self._approves(token):
                 return False
             self._grammar.accept(token)
+            self._guard = self._guarded
         if self.handle:
             llama_cpp.llama_sampler_accept(self.handle, token)
         return True

@@ -1,14 +1,28 @@
-"""JSON Schema to llama.cpp GBNF: a grammar whose sentences are exactly the canonical JSON texts
-valid under the schema, or a `SchemaError` naming what cannot be expressed (fail closed).
+"""JSON Schema to llama.cpp GBNF: a grammar whose sentences are JSON texts valid under the schema,
+or a `SchemaError` naming what cannot be expressed (fail closed).
 
-`schema_to_gbnf(schema)` is public: tools outside the server call it. Draft 2020-12 and the
-draft-07 spellings (`definitions`, array `items` with `additionalItems`) are understood.
+`schema_to_gbnf(schema)` is public: tools outside the server call it; it refuses whatever the
+grammar alone cannot enforce. `convert_schema(schema, strict=..., unique_items=...)` is what the
+server uses: `uniqueItems` left to decoding (`grammars.unique_items`), and without `strict` the
+keywords a grammar cannot enforce left out and listed, for the check of the finished answer. Drafts 04, 06, 07, 2019-09
+and 2020-12 are read by the root's `$schema` (2020-12 when it names none; the draft-07 spellings
+`definitions` and array `items` with `additionalItems` are understood in every draft), and
+OpenAPI 3.0's `nullable`. Keywords outside the validation vocabularies are annotations and change
+nothing (`grammars.schema_keywords`), unknown formats included.
 
 Canonical JSON here means `json.dumps(value, ensure_ascii=False)` characters, no whitespace
 except a bounded allowance (`ws`: one space, or one newline and up to 20 spaces or tabs) after
-`{`, `[`, `:` and `,` and before `}` and `]`. The grammar is narrower than JSON only in form,
-never in meaning: object properties come in the schema's order; strings use the shortest
-escapes; numbers under bounds are written without exponent.
+`{`, `[`, `:` and `,` and before `}` and `]`. The grammar is narrower than JSON Schema:
+- in form: object properties come in the schema's order; strings use the shortest escapes;
+  numbers under bounds are written without exponent;
+- closed objects: an object schema that lists `properties` (or `required`) and says nothing of
+  `additionalProperties` (nor has `patternProperties`) gets only those properties, as OpenAI's
+  strict mode, llama.cpp and XGrammar generate; `additionalProperties: true` or a schema opens
+  it, and `{"type": "object"}` alone stays any object;
+- bounded numbers: a side of a range no bound limits stops where JSON parsers do: integers
+  within 64 bits, other numbers within 10^17 in plain decimal, and at most 17 digits before and
+  after the point with an exponent up to 308 where nothing bounds a number at all. Without this
+  a model may write digits until it runs out of tokens.
 """
 
 from __future__ import annotations
@@ -16,28 +30,35 @@ from __future__ import annotations
 import json
 import math
 import re
-import urllib.parse
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
 from grammars.formats import FORMATS, format_grammar
 from grammars.gbnf import (
     JSON_CHAR,
-    MAX_CODE_POINT,
-    complement,
-    normalize,
     JSON_CHAR_BODY,
+    MAX_CODE_POINT,
     GrammarBuilder,
     GrammarTooLarge,
+    complement,
     json_chars,
     json_string_literal,
     literal,
+    normalize,
     repeat,
 )
-from grammars.numbers import integer_multiple_of, integer_range, number_range
+from grammars.numbers import (
+    INT64_MAX,
+    INT64_MIN,
+    MAX_FREE_DIGITS,
+    NUMBER_BODY,
+    integer_multiple_of,
+    integer_range,
+    number_range,
+)
 from grammars.regex import NEVER, RegexError, regex_to_gbnf
 from grammars.schema_combine import (
-    ANNOTATIONS,
     canonical,
     disjoint,
     json_type,
@@ -46,8 +67,17 @@ from grammars.schema_combine import (
     type_set,
 )
 from grammars.schema_errors import SchemaError
+from grammars.schema_keywords import (
+    CONDITIONAL,
+    SUPPORTED,
+    UNENFORCEABLE,
+    constraining,
+    dialect_of,
+    is_annotation,
+)
+from grammars.schema_refs import SchemaRefs
 
-__all__ = ["SchemaError", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
+__all__ = ["SchemaError", "SchemaGrammar", "convert_schema", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
 
 Path = tuple[str | int, ...]
 
@@ -67,35 +97,9 @@ _ANY_BODIES = {
     "object": '"{" ws ( string ":" ws value ( "," ws string ":" ws value )* ws )? "}"',
     "array": '"[" ws ( value ( "," ws value )* ws )? "]"',
     "string": '"\\"" json-char* "\\""',
-    "number": '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?',
+    "number": NUMBER_BODY,
 }
 
-_SUPPORTED = frozenset({
-    "type", "nullable", "enum", "const", "$ref", "allOf", "anyOf", "oneOf",
-    "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
-    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
-    "minLength", "maxLength", "pattern", "format",
-    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-})
-_UNSUPPORTED = {
-    "not": "`not` cannot be expressed as a grammar",
-    "if": "`if`/`then`/`else` cannot be expressed as a grammar",
-    "then": "`if`/`then`/`else` cannot be expressed as a grammar",
-    "else": "`if`/`then`/`else` cannot be expressed as a grammar",
-    "dependentSchemas": "`dependentSchemas` is not supported",
-    "dependentRequired": "`dependentRequired` is not supported",
-    "dependencies": "`dependencies` is not supported",
-    "contains": "`contains` is not supported",
-    "minContains": "`minContains` is not supported",
-    "maxContains": "`maxContains` is not supported",
-    "propertyNames": "`propertyNames` is not supported",
-    "unevaluatedProperties": "`unevaluatedProperties` is not supported",
-    "unevaluatedItems": "`unevaluatedItems` is not supported",
-    "$dynamicRef": "dynamic references are not supported",
-    "$dynamicAnchor": "dynamic references are not supported",
-    "$recursiveRef": "recursive references ($recursiveRef) are not supported",
-    "$recursiveAnchor": "recursive references ($recursiveRef) are not supported",
-}
 _OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
 _ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
@@ -107,17 +111,42 @@ def schema_to_gbnf(schema: dict) -> str:
     """A GBNF grammar (rule `root`) for the JSON texts valid under `schema`.
 
     Raises `SchemaError` (a `ValueError`) naming the keyword and its JSON Pointer when the
-    schema uses something a grammar cannot enforce exactly, or is too large.
+    schema uses something a grammar cannot enforce exactly (`uniqueItems` included: see
+    `convert_schema`), or is too large.
     """
+    return convert_schema(schema, strict=True, unique_items=False).grammar
+
+
+@dataclass(frozen=True)
+class SchemaGrammar:
+    """A schema's grammar and what the grammar leaves to others.
+
+    `unique_items`: the schema says `uniqueItems` somewhere, which decoding enforces
+    (`grammars.unique_items`). `deferred`: the keywords the grammar does not enforce, each
+    with its JSON Pointer and why; only a conversion that is not strict defers, and the
+    finished answer is then checked against the whole schema."""
+
+    grammar: str
+    unique_items: bool = False
+    deferred: tuple[SchemaError, ...] = ()
+
+
+def convert_schema(schema: Any, *, strict: bool = True, unique_items: bool = True) -> SchemaGrammar:
+    """The grammar for `schema`. `strict`: a keyword the grammar cannot enforce is a
+    `SchemaError` (else it is left out of the grammar and listed in `deferred`).
+    `unique_items`: `uniqueItems` is left to decoding (else it cannot be enforced)."""
     if not isinstance(schema, (dict, bool)):
         raise SchemaError("schema", (), "a JSON Schema must be an object or a boolean")
     _check_size(schema)
+    converter = _Converter(schema, strict=strict, unique_items=unique_items)
     try:
-        return _Converter(schema).convert()
+        grammar = converter.convert()
     except GrammarTooLarge as error:
         raise SchemaError("schema", (), f"the schema is too large to convert: {error}") from None
     except RecursionError:
         raise SchemaError("schema", (), "the schema nests too deeply") from None
+    deferred = tuple({(e.keyword, e.path): e for e in converter.deferred}.values())
+    return SchemaGrammar(grammar, converter.uses_unique_items, deferred)
 
 
 def _check_size(schema: Any) -> None:
@@ -132,11 +161,6 @@ def _check_size(schema: Any) -> None:
             raise SchemaError("schema", (), f"the schema nests deeper than {MAX_SCHEMA_DEPTH} levels")
         children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
         stack.extend((child, depth + 1) for child in children)
-
-
-def _is_draft7(schema: Any) -> bool:
-    dialect = schema.get("$schema", "") if isinstance(schema, dict) else ""
-    return isinstance(dialect, str) and any(f"draft-0{n}" in dialect for n in (3, 4, 6, 7))
 
 
 def _number_value(value: Any) -> bool:
@@ -155,9 +179,14 @@ def _count(schema: dict, key: str, path: Path, default: int | None) -> int | Non
 
 
 class _Converter:
-    def __init__(self, root: Any):
+    def __init__(self, root: Any, *, strict: bool = True, unique_items: bool = False):
         self.root = root
-        self.draft7 = _is_draft7(root)
+        self.strict = strict
+        self.unique_items = unique_items
+        self.uses_unique_items = False
+        self.deferred: list[SchemaError] = []
+        self.dialect = dialect_of(root)
+        self.refs = SchemaRefs(root, self.dialect)
         self.b = GrammarBuilder(max_rules=MAX_RULES, max_chars=MAX_GRAMMAR_CHARS)
         self.ref_rules: dict[str, str] = {}
         self.b.fixed(WS, WS_BODY)
@@ -169,39 +198,7 @@ class _Converter:
     # ---- references -----------------------------------------------------------------------
 
     def lookup(self, ref: Any, path: Path) -> tuple[Any, Path, str]:
-        """The schema a `$ref` points to, its path, and a key naming it."""
-        if not isinstance(ref, str):
-            raise SchemaError("$ref", path, "`$ref` must be a string")
-        base = self.root.get("$id") if isinstance(self.root, dict) else None
-        if isinstance(base, str) and base and ref.startswith(base):
-            ref = ref[len(base):]
-        if not ref.startswith("#") and ref != "":
-            raise SchemaError("$ref", path, f"`{ref}` is a remote reference; only references inside the schema are followed")
-        fragment = urllib.parse.unquote(ref[1:])
-        if fragment and not fragment.startswith("/"):
-            return self.anchor(fragment, ref, path)
-        node, where = self.root, ()
-        for raw in fragment.split("/")[1:] if fragment else []:
-            part = raw.replace("~1", "/").replace("~0", "~")
-            if isinstance(node, dict) and part in node:
-                node, where = node[part], (*where, part)
-            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
-                node, where = node[int(part)], (*where, int(part))
-            else:
-                raise SchemaError("$ref", path, f"`{ref}` points to nothing in the schema")
-        return node, where, "#" + fragment
-
-    def anchor(self, name: str, ref: str, path: Path) -> tuple[Any, Path, str]:
-        stack: list[tuple[Any, Path]] = [(self.root, ())]
-        while stack:
-            node, where = stack.pop()
-            if isinstance(node, dict):
-                if node.get("$anchor") == name:
-                    return node, where, "#" + name
-                stack.extend((v, (*where, k)) for k, v in node.items())
-            elif isinstance(node, list):
-                stack.extend((v, (*where, i)) for i, v in enumerate(node))
-        raise SchemaError("$ref", path, f"`{ref}` names no `$anchor` in the schema")
+        return self.refs.lookup(ref, path)
 
     def ref_rule(self, ref: str, path: Path) -> str:
         target, where, key = self.lookup(ref, path)
@@ -220,8 +217,8 @@ class _Converter:
             raise SchemaError("$ref", path, "the references go round in a circle")
         target, where, _ = self.lookup(schema["$ref"], path)
         target = self.resolve(target, where, hops + 1)
-        rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
-        if self.draft7 or not rest:
+        rest = constraining(schema, without=("$ref",))
+        if self.dialect.ref_overrides_siblings or not rest:
             return target
         return self.combine(target, rest, path)
 
@@ -246,8 +243,8 @@ class _Converter:
             raise SchemaError("schema", path, "a schema must be an object or a boolean")
         self.check_keywords(schema, path)
         if "$ref" in schema:
-            rest = {k: v for k, v in schema.items() if k != "$ref" and k not in ANNOTATIONS}
-            if self.draft7 or not rest:
+            rest = constraining(schema, without=("$ref",))
+            if self.dialect.ref_overrides_siblings or not rest:
                 return self.ref_rule(schema["$ref"], path)
             return self.value(self.resolve(schema, path), path)
         if "allOf" in schema:
@@ -259,20 +256,34 @@ class _Converter:
         return self.typed(schema, path)
 
     def check_keywords(self, schema: dict, path: Path) -> None:
+        """Refuse the constraining keywords that cannot be enforced; annotations pass."""
         for key, value in schema.items():
-            if key in ANNOTATIONS or key.startswith("x-"):
+            if key in SUPPORTED or is_annotation(key):
+                if key == "uniqueItems" and value is True:
+                    if self.unique_items:
+                        self.uses_unique_items = True
+                    else:
+                        self.unenforceable(key, path, "`uniqueItems` cannot be expressed as a grammar")
                 continue
-            if key in _UNSUPPORTED:
-                raise SchemaError(key, path, _UNSUPPORTED[key])
-            if key not in _SUPPORTED:
-                raise SchemaError(key, path, f"unknown keyword `{key}`")
-            if key == "uniqueItems" and value is True:
-                raise SchemaError(key, path, "`uniqueItems` cannot be expressed as a grammar")
+            if key in CONDITIONAL:
+                # `if` alone, or `then`/`else` without `if`, constrains nothing
+                if key == "if" and ("then" in schema or "else" in schema):
+                    self.unenforceable("if", path, UNENFORCEABLE["if"])
+                continue
+            self.unenforceable(key, path, UNENFORCEABLE[key])
         types = schema.get("type")
         if types is not None:
             names = [types] if isinstance(types, str) else types
             if not isinstance(names, list) or not names or any(t not in _TYPE_ORDER for t in names):
                 raise SchemaError("type", path, "`type` must be a JSON type name or a list of them")
+
+    def unenforceable(self, keyword: str, path: Path, reason: str) -> None:
+        """A keyword the grammar cannot enforce: refused when strict, else left to the check of
+        the finished answer (the grammar admits what the keyword would rule out)."""
+        error = SchemaError(keyword, path, reason)
+        if self.strict:
+            raise error
+        self.deferred.append(error)
 
     def any_value(self) -> str:
         for name, body in _ANY_BODIES.items():
@@ -304,12 +315,12 @@ class _Converter:
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
                     if not disjoint(branches[i], branches[j], self.resolve, path):
-                        raise SchemaError(
+                        self.unenforceable(
                             "oneOf", path,
                             f"oneOf branches {i} and {j} may both match a value, which a grammar cannot rule out; "
                             "use anyOf, or make the branches disjoint (different types or a `const` discriminator)")
         rest = {k: v for k, v in schema.items() if k != keyword}
-        constraining = {k: v for k, v in rest.items() if k not in ANNOTATIONS}
+        shared = constraining(rest)
         options = []
         for i, branch in enumerate(branches):
             where = (*path, keyword, i)
@@ -317,8 +328,8 @@ class _Converter:
                 continue
             if isinstance(branch, dict):
                 self.check_keywords(branch, where)
-            combined = self.combine(self.resolve(constraining, path), self.resolve(branch, where), where) \
-                if constraining else branch
+            combined = self.combine(self.resolve(shared, path), self.resolve(branch, where), where) \
+                if shared else branch
             if combined is False:
                 continue
             options.append(self.value(combined, where))
@@ -333,7 +344,7 @@ class _Converter:
             raise SchemaError("enum", path, "`enum` must be a non-empty list")
         if keyword == "const" and "enum" in schema:
             values = [v for v in values if canonical(v) in {canonical(e) for e in schema["enum"]}]
-        others = [k for k in schema if k not in ANNOTATIONS and k not in ("enum", "const", "type", "nullable")]
+        others = list(constraining(schema, without=("enum", "const", "type", "nullable")))
         if others:
             raise SchemaError(others[0], path, f"`{keyword}` together with `{others[0]}` is not supported")
         types = type_set(schema)
@@ -396,6 +407,9 @@ class _Converter:
             raise SchemaError("patternProperties", path, "`patternProperties` must be an object")
         min_count = _count(schema, "minProperties", path, 0) or 0
         max_count = _count(schema, "maxProperties", path, None)
+        # Closed when generating: an object that declares its properties and is silent on the
+        # others gets only those (as OpenAI's strict mode, llama.cpp and XGrammar do).
+        closed = "additionalProperties" not in schema and not patterns and ("properties" in schema or "required" in schema)
 
         declared: list[tuple[str, Any, Path]] = []
         for name, sub in properties.items():
@@ -417,7 +431,8 @@ class _Converter:
             for name, sub, where in declared
         ]
         required_at = [name in required for name, _, _ in declared]
-        extra = self.extra_property(schema, path, set(properties) | set(required), additional, patterns)
+        extra = None if closed else self.extra_property(schema, path, set(properties) | set(required), additional,
+                                                        patterns)
         body = _object_items(self.b, items, required_at, extra, min_count, max_count)
         if body is None:
             raise SchemaError("minProperties" if min_count else "maxProperties", path,
@@ -522,23 +537,35 @@ class _Converter:
         if max_length is not None and max_length < min_length:
             raise SchemaError("maxLength", path, "no string satisfies minLength and maxLength")
         pattern, form = schema.get("pattern"), schema.get("format")
+        if form is not None and not isinstance(form, str):
+            raise SchemaError("format", path, "`format` must be a string")
+        if form not in FORMATS:
+            form = None  # a format this converter does not know is an annotation, as the specification says
         if pattern is not None and form is not None:
-            raise SchemaError("format", path, "`pattern` together with `format` is not supported")
-        if pattern is not None:
-            content = self.pattern(pattern, path, min_length, max_length)
-        elif form is not None:
-            if not isinstance(form, str) or form not in FORMATS:
-                raise SchemaError("format", path, f"unknown format `{form}`; supported: {', '.join(sorted(FORMATS))}")
+            self.unenforceable("format", path, "`pattern` together with `format` is not supported")
+            form = None
+        content = self.pattern_or_deferred(pattern, path, min_length, max_length) if pattern is not None else None
+        if content is None and form is not None:
             try:
                 content = format_grammar(self.b, form, min_length=min_length, max_length=max_length)
             except ValueError as error:
                 raise SchemaError("format", path, f"format `{form}` with minLength/maxLength: {error}") from None
-        elif min_length == 0 and max_length is None:
+        elif content is None and min_length == 0 and max_length is None:
             self.any_value()
             return "string"
-        else:
+        elif content is None:
             content = repeat(self.b, JSON_CHAR, min_length, max_length)
         return self.b.rule("string", f"{QUOTE} {content} {QUOTE}")
+
+    def pattern_or_deferred(self, pattern: Any, path: Path, min_length: int, max_length: int | None) -> str | None:
+        """The pattern's grammar; None when it cannot be translated and the conversion defers it."""
+        try:
+            return self.pattern(pattern, path, min_length, max_length)
+        except SchemaError as error:
+            if self.strict or not isinstance(pattern, str) or content_is_empty(error):
+                raise
+            self.deferred.append(error)
+            return None
 
     def pattern(self, pattern: Any, path: Path, min_length: int = 0, max_length: int | None = None) -> str:
         if not isinstance(pattern, str):
@@ -548,7 +575,7 @@ class _Converter:
         except RegexError as error:
             raise SchemaError("pattern", path, f"pattern `{pattern}`: {error}") from None
         if content == NEVER:
-            raise SchemaError("pattern", path, f"no string matches pattern `{pattern}` within the length bounds")
+            raise SchemaError("pattern", path, f"{_NO_MATCH} `{pattern}` within the length bounds")
         return content
 
     # ---- numbers ---------------------------------------------------------------------------
@@ -561,11 +588,17 @@ class _Converter:
         low, high = numeric_bounds(schema)
         divisor = schema.get("multipleOf")
         if divisor is not None:
-            return self.multiple_of(divisor, low, high, integer, path)
+            return self.multiple_of(schema, divisor, low, high, integer, path)
         if not integer:
             if low is None and high is None:
                 self.any_value()
                 return "number"
+            # the side no bound limits: at most MAX_FREE_DIGITS digits before the point
+            free = Decimal(10) ** MAX_FREE_DIGITS
+            if low is None and high[0] > -free:
+                low = (-free, False)
+            if high is None and low[0] < free:
+                high = (free, False)
             try:
                 return self.b.rule("number", number_range(
                     self.b, low and low[0], high and high[0],
@@ -574,22 +607,39 @@ class _Converter:
                 raise SchemaError("minimum", path, "no number satisfies the bounds") from None
         int_low = None if low is None else (math.floor(low[0]) + 1 if low[1] else math.ceil(low[0]))
         int_high = None if high is None else (math.ceil(high[0]) - 1 if high[1] else math.floor(high[0]))
+        # the side no bound limits: 64 bits
+        if int_low is None and (int_high is None or int_high >= INT64_MIN):
+            int_low = INT64_MIN
+        if int_high is None and int_low <= INT64_MAX:
+            int_high = INT64_MAX
         try:
             return self.b.rule("integer", integer_range(self.b, int_low, int_high))
         except ValueError:
             raise SchemaError("minimum", path, "no integer satisfies the bounds") from None
 
-    def multiple_of(self, divisor: Any, low: Any, high: Any, integer: bool, path: Path) -> str:
+    def multiple_of(self, schema: dict, divisor: Any, low: Any, high: Any, integer: bool, path: Path) -> str:
         whole = _number_value(divisor) and Decimal(str(divisor)) == Decimal(str(divisor)).to_integral_value()
         if not integer or not whole or not 1 <= divisor <= 1000:
-            raise SchemaError("multipleOf", path,
-                              "`multipleOf` is supported for integers with a whole divisor from 1 to 1000")
-        if low is not None or high is not None:
-            raise SchemaError("multipleOf", path, "`multipleOf` together with bounds is not supported")
-        return self.b.rule("multiple", integer_multiple_of(self.b, int(divisor)))
+            reason = "`multipleOf` is supported for integers with a whole divisor from 1 to 1000"
+        elif low is not None or high is not None:
+            reason = "`multipleOf` together with bounds is not supported"
+        else:
+            return self.b.rule("multiple", integer_multiple_of(self.b, int(divisor)))
+        if not _number_value(divisor) or divisor <= 0:
+            raise SchemaError("multipleOf", path, "`multipleOf` must be a number above 0")
+        self.unenforceable("multipleOf", path, reason)
+        return self.number({k: v for k, v in schema.items() if k != "multipleOf"}, path, integer=integer)
 
 
 # ---- item sequences ------------------------------------------------------------------------
+
+
+_NO_MATCH = "no string matches pattern"
+
+
+def content_is_empty(error: SchemaError) -> bool:
+    """Whether the error says no string at all is allowed (not: the pattern is not supported)."""
+    return error.reason.startswith(_NO_MATCH)
 
 
 def _alternation(builder: GrammarBuilder, hint: str, options: list[str]) -> str:

@@ -20,8 +20,17 @@ from weakref import WeakKeyDictionary
 from grammars.gbnf import GrammarBuilder, GrammarTooLarge, char_class, literal, repeat
 
 INTEGER_BODY = '"0" | "-"? [1-9] [0-9]*'
-NUMBER_BODY = '"-"? ("0" | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [+\\-]? [0-9]+)?'
-_ANY_FRACTION = '("." [0-9]+)?'
+# Numbers no schema bound limits keep to what a JSON parser holds in a double: at most 17 digits
+# before and after the point and an exponent of at most 308. Without such a limit a model may
+# write digits until `max_tokens` ("population": 81922222000000000000...).
+MAX_FREE_DIGITS = 17
+_EXPONENT = '[eE] [+\\-]? ([0-9]{1,2} | [0-2] [0-9] [0-9] | "30" [0-8])'
+NUMBER_BODY = (f'"-"? ("0" | [1-9] [0-9]{{0,{MAX_FREE_DIGITS - 1}}}) ("." [0-9]{{1,{MAX_FREE_DIGITS}}})? '
+               f'({_EXPONENT})?')
+_FREE_FRACTION = f"[0-9]{{1,{MAX_FREE_DIGITS}}}"
+_ANY_FRACTION = f'("." {_FREE_FRACTION})?'
+# Integers no bound limits are 64-bit, as most JSON parsers hold them.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 MAX_DIVISOR = 1000
 # Bounds with more digits than this (integer part, or fraction without trailing zeros) raise
@@ -267,7 +276,7 @@ def _split(value: Decimal, strict: bool) -> tuple[int, str, bool]:
 
 
 def _magnitudes(builder: GrammarBuilder, low: tuple[int, str, bool], high: _Bound) -> list[str]:
-    """Alternatives for unsigned decimal texts `(0 | [1-9][0-9]*) ("." [0-9]+)?` whose value
+    """Alternatives for unsigned decimal texts `(0 | [1-9][0-9]*) ("." [0-9]{1,17})?` whose value
     lies within `low` and `high`; each integer part is in one alternative only."""
     low_int, low_frac, low_strict = low
     low_trivial = low_frac == "" and not low_strict  # x >= an integer: any fraction
@@ -316,11 +325,11 @@ def _zero_fits(low: _FracBound, high: _FracBound) -> bool:
 def _fraction_digits(builder: GrammarBuilder, low: _FracBound, high: _FracBound) -> str | None:
     """Non-empty digit strings F with low <= 0.F <= high (strictness as given); None if none."""
     if low is None and high is None:
-        return "[0-9]+"
+        return _FREE_FRACTION
     if high is None and low == ("", True):
-        return '"0"* [1-9] [0-9]*'
+        return f'"0"{{0,{MAX_FREE_DIGITS - 1}}} [1-9] [0-9]{{0,{MAX_FREE_DIGITS - 1}}}'
     if high is not None and high[0] == "":
-        return '"0"+' if low is None and not high[1] else None
+        return f'"0"{{1,{MAX_FREE_DIGITS}}}' if low is None and not high[1] else None
     groups: list[tuple[int, int, str]] = []  # (first digit, last digit, what follows)
     for digit in "0123456789":
         follow = _after_digit(builder, digit, low, high)

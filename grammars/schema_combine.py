@@ -13,18 +13,12 @@ from decimal import Decimal
 from typing import Any
 
 from grammars.schema_errors import SchemaError
+from grammars.schema_keywords import constraining, is_annotation
 
 Path = tuple[str | int, ...]
 Resolve = Callable[[Any, Path], Any]  # a schema with its top-level `$ref` replaced by the target
 
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
-
-ANNOTATIONS = frozenset({
-    "title", "description", "examples", "default", "$schema", "$id", "$comment", "deprecated",
-    "readOnly", "writeOnly", "contentEncoding", "contentMediaType", "contentSchema", "$vocabulary",
-    "example", "discriminator", "$anchor", "$defs", "definitions",
-})
-
 
 def canonical(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
@@ -114,9 +108,9 @@ _NUMERIC = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum")
 
 def merge(a: dict, b: dict, path: Path) -> dict:
     """One schema equivalent to `allOf: [a, b]` (both without `$ref` at the top)."""
-    merged = {k: v for k, v in a.items() if k not in ANNOTATIONS}
+    merged = constraining(a)
     for key, value in b.items():
-        if key in ANNOTATIONS:
+        if is_annotation(key):
             continue
         if key not in merged:
             merged[key] = value

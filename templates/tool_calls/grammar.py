@@ -1,7 +1,7 @@
 """Grammars for tool calls, and the GBNF pieces the syntaxes share.
 
 `call_grammar` writes the syntax's own markup around each tool's arguments: JSON arguments are
-`grammars.json_schema.schema_to_gbnf` grammars embedded with prefixed rule names
+`grammars.json_schema.convert_schema` grammars embedded with prefixed rule names
 (`grammars.embed`); key/value syntaxes take each property's value as raw text for strings (text
 without the closing tag's first two characters), literal alternatives for string enums, and JSON
 by the property's schema otherwise, the required properties always and in the schema's order.
@@ -16,7 +16,7 @@ from typing import Any
 
 from grammars.embed import embed
 from grammars.gbnf import char_class, literal
-from grammars.json_schema import schema_to_gbnf
+from grammars.json_schema import convert_schema
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,13 @@ class Grammar:
         return name
 
     def json(self, schema: Any) -> str:
-        """A rule for the JSON texts valid under `schema` (`SchemaError` if it cannot be expressed)."""
+        """A rule for the JSON texts valid under `schema`: all the grammar can enforce (a strict
+        tool's schema is refused before when it has more; else the rest is checked afterwards)."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._schemas:
             self._count += 1
-            rules, self._schemas[key] = embed(schema_to_gbnf(schema), f"s{self._count}-")
+            grammar = convert_schema(schema, strict=False, unique_items=False).grammar
+            rules, self._schemas[key] = embed(grammar, f"s{self._count}-")
             self.embedded.append(rules)
         return self._schemas[key]
 

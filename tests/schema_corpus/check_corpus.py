@@ -3,14 +3,18 @@
 Run standalone:  .venv/bin/python tests/schema_corpus/check_corpus.py  (exit status 0 = clean)
 
 Corpus files (every *.json here except unsupported.json) hold a list of cases
-    {"name": ..., "schema": ..., "valid": [...], "invalid": [...]}
+    {"name": ..., "schema": ..., "valid": [...], "invalid": [...], "narrowed": [...]}
 meant for testing a JSON Schema -> GBNF converter: the grammar must accept
     json.dumps(instance, ensure_ascii=False, separators=(",", ":"))
-for every valid instance and reject it for every invalid one.
+for every valid instance and reject it for every invalid one. `narrowed` (optional) holds
+instances valid under the schema that the converter deliberately never generates: extra
+properties of an object that declares its properties and is silent on the others, numbers past
+the digits a JSON parser holds (see grammars.json_schema); the grammar must reject them too.
 
 What is checked:
   * every schema is a valid schema for its draft ($schema: draft-07 or, by default, 2020-12);
-  * every valid instance validates and every invalid instance fails (with format assertion on);
+  * every valid and narrowed instance validates and every invalid instance fails (with format
+    assertion on);
   * valid instances respect the converter's rules: declared properties in `properties` order
     (across allOf/$ref merges and anyOf/oneOf branches), additional properties after declared
     ones, no exponent notation for numbers under a bound, ints (not floats) where only
@@ -566,7 +570,8 @@ def main() -> int:
         for case in cases:
             name = case.get("name")
             tag = f"{path.name}:{name}"
-            if set(case) != {"name", "schema", "valid", "invalid"}:
+            if not {"name", "schema", "valid", "invalid"} <= set(case) <= {"name", "schema", "valid", "invalid",
+                                                                           "narrowed"}:
                 failures.append(f"{tag}: keys are {sorted(case)}")
                 continue
             if name in names:
@@ -599,6 +604,13 @@ def main() -> int:
                 failures.extend(
                     f"{tag}: valid[{i}] {m}" for m in rule_errors(schema, inst, ctx)
                 )
+            for i, inst in enumerate(case.get("narrowed", [])):
+                n_valid += 1
+                errors = list(validator.iter_errors(inst))
+                if errors:
+                    failures.append(
+                        f"{tag}: narrowed[{i}] {dumps(inst)[:80]} fails: {errors[0].message[:160]}"
+                    )
             for i, inst in enumerate(case["invalid"]):
                 n_invalid += 1
                 failures.extend(

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
+from app.answer_check import SchemaViolation
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
@@ -67,9 +68,16 @@ class ChatShaper:
     created: int = field(default_factory=now)
     outputs: dict[int, ChatOutput] = field(default_factory=dict)
     extras: ChoiceExtras = field(init=False)
+    contents: dict[int, list[str]] = field(default_factory=dict)  # streamed content, kept when it is to be checked
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
+
+    def _violations(self, content: str, output: ChatOutput, reason: str) -> list[SchemaViolation] | UnsetType:
+        check = self.prepared.check
+        if check is None:
+            return UNSET
+        return check.answer(content, [(call.name, call.arguments) for call in output.calls], reason) or UNSET
 
     # ---- a stream ----------------------------------------------------------------------------
 
@@ -98,6 +106,8 @@ class ChatShaper:
         return output
 
     def _deltas(self, choice: int, events: list[OutputEvent]) -> list[ChatCompletionStreamResponse]:
+        if self.prepared.check is not None:
+            self.contents.setdefault(choice, []).extend(e.text for e in events if e.kind == "content")
         return [self._chunk([ChatStreamChoice(choice, _delta(event), None, None)]) for event in events]
 
     def piece(self, choice: int, piece: Piece) -> list[ChatCompletionStreamResponse]:
@@ -120,7 +130,9 @@ class ChatShaper:
         output = self._output(choice)
         rest = self._deltas(choice, output.finish())
         final = ChatStreamChoice(choice, DeltaMessage(), _finish_reason(reason, output), None,
-                                 raw_output=self.extras.stream_raw_output(choice))
+                                 raw_output=self.extras.stream_raw_output(choice),
+                                 schema_violations=self._violations("".join(self.contents.pop(choice, [])), output,
+                                                                    reason))
         perf: dict[str, object] | UnsetType = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
@@ -150,11 +162,12 @@ class ChatShaper:
         choices = []
         for i, result in enumerate(results):
             message, output = self._message(result.text)
+            violations = self._violations(message.content or "", output, result.finish_reason)
             if extras.options.echo is not None:
                 message.content = extras.echo(i) + (message.content or "")
             choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output),
                                       extras.whole_logprobs(i, result), raw_output=extras.whole_raw_output(i, result),
-                                      token_ids=extras.token_ids(result.tokens)))
+                                      token_ids=extras.token_ids(result.tokens), schema_violations=violations))
         perf = extras.perf(counter)
         body = ChatCompletionResponse(self.id, self.created, self.model, choices, extras.usage(counter),
                                       perf_metrics=extras.body_perf(perf), prompt_token_ids=extras.prompt_ids(0))

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
+from app.answer_check import SchemaViolation
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
@@ -42,9 +43,14 @@ class CompletionShaper:
     id: str = field(default_factory=lambda: new_id("cmpl"))
     created: int = field(default_factory=now)
     extras: ChoiceExtras = field(init=False)
+    texts: dict[int, list[str]] = field(default_factory=dict)  # streamed text, kept when it is to be checked
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
+
+    def _violations(self, text: str, reason: str) -> list[SchemaViolation] | UnsetType:
+        check = self.prepared.check
+        return (check.answer(text, [], reason) or UNSET) if check is not None else UNSET
 
     # ---- a stream ----------------------------------------------------------------------------
 
@@ -81,12 +87,15 @@ class CompletionShaper:
         if not piece.text and not (extras.per_token and piece.tokens):
             return []
         extras.observe(choice, piece)
+        if self.prepared.check is not None:
+            self.texts.setdefault(choice, []).append(piece.text)
         logprobs = extras.logprobs(choice, piece.logprobs)
         return [self._chunk([self._choice(choice, piece.text, logprobs=logprobs, tokens=piece.tokens)])]
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[CompletionStreamResponse]:
         final = self._choice(choice, "", finish_reason=reason)
         final.raw_output = self.extras.stream_raw_output(choice)
+        final.schema_violations = self._violations("".join(self.texts.pop(choice, [])), reason)
         perf = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
@@ -109,6 +118,7 @@ class CompletionShaper:
                 raw_output=extras.whole_raw_output(i, result),
                 prompt_token_ids=extras.prompt_ids(i),
                 token_ids=extras.token_ids(result.tokens),
+                schema_violations=self._violations(result.text, result.finish_reason),
             )
             for i, result in enumerate(results)
         ]

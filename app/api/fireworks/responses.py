@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from app.answer_check import SchemaViolation
+
 
 class ResponseStruct(msgspec.Struct):
     pass
@@ -106,6 +108,7 @@ class CompletionChoice(ResponseStruct):
     raw_output: RawOutput | UnsetType = UNSET
     prompt_token_ids: list[int] | UnsetType = UNSET
     token_ids: list[int] | UnsetType = UNSET
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET  # the answer breaks its schema
 
 
 class CompletionResponse(ResponseStruct):
@@ -165,6 +168,7 @@ class ChatChoice(ResponseStruct):
     logprobs: ChoiceLogprobs
     raw_output: RawOutput | UnsetType = UNSET
     token_ids: list[int] | UnsetType = UNSET
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET  # the answer breaks its schema
 
 
 class ChatCompletionResponse(ResponseStruct):
@@ -193,6 +197,7 @@ class ChatStreamChoice(ResponseStruct):
     logprobs: ChoiceLogprobs
     raw_output: RawOutput | UnsetType = UNSET
     token_ids: list[int] | UnsetType = UNSET
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET  # the answer breaks its schema
 
 
 class ChatCompletionStreamResponse(ResponseStruct):

@@ -1,0 +1,82 @@
+"""Which JSON Schema keywords constrain values, which of those the converter enforces, and
+which draft a schema is written in.
+
+The keywords of the validation vocabularies (references, applicators, `unevaluated*`, validation,
+and OpenAPI 3.0's `nullable`) constrain values. Every other keyword is an annotation and changes
+nothing, as the specification says: `title`, `examples`, `discriminator`, `readOnly`, vendor keys
+(`x-...`, `_format`, ...), draft-04's `id`, and so on. Only a constraining keyword that a grammar
+cannot enforce makes the converter refuse a schema.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+# The constraining keywords the converter enforces (with limits it states where it meets them).
+SUPPORTED = frozenset({
+    "type", "nullable", "enum", "const", "$ref", "allOf", "anyOf", "oneOf",
+    "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
+    "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
+    "minLength", "maxLength", "pattern", "format",
+    "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+})
+
+# The constraining keywords it cannot enforce yet, and what it says when it meets one.
+UNENFORCEABLE = {
+    "not": "`not` cannot be expressed as a grammar",
+    "if": "`if`/`then`/`else` cannot be expressed as a grammar",
+    "dependentSchemas": "`dependentSchemas` is not supported",
+    "dependentRequired": "`dependentRequired` is not supported",
+    "dependencies": "`dependencies` is not supported",
+    "contains": "`contains` is not supported",
+    "minContains": "`minContains` is not supported",
+    "maxContains": "`maxContains` is not supported",
+    "propertyNames": "`propertyNames` is not supported",
+    "unevaluatedProperties": "`unevaluatedProperties` is not supported",
+    "unevaluatedItems": "`unevaluatedItems` is not supported",
+    "$dynamicRef": "dynamic references are not supported",
+    "$recursiveRef": "recursive references ($recursiveRef) are not supported",
+}
+
+# `then` and `else` constrain only beside `if` (and `if` only beside one of them).
+CONDITIONAL = frozenset({"if", "then", "else"})
+VALIDATION = SUPPORTED | frozenset(UNENFORCEABLE) | CONDITIONAL
+
+
+def is_annotation(key: str) -> bool:
+    """Whether a schema keyword changes nothing about which values are valid."""
+    return key not in VALIDATION
+
+
+def constraining(schema: dict[str, Any], *, without: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The schema's constraining keywords (and their values), less `without`."""
+    return {k: v for k, v in schema.items() if k not in without and not is_annotation(k)}
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What a schema's `$schema` changes in how it is read."""
+
+    name: str
+    id_keyword: str = "$id"  # draft-04 names the base URI `id`
+    ref_overrides_siblings: bool = False  # up to draft-07 a `$ref` hides the keywords beside it
+
+
+DRAFT_04 = Dialect("draft-04", id_keyword="id", ref_overrides_siblings=True)
+DRAFT_06 = Dialect("draft-06", ref_overrides_siblings=True)
+DRAFT_07 = Dialect("draft-07", ref_overrides_siblings=True)
+DRAFT_2019_09 = Dialect("2019-09")
+DRAFT_2020_12 = Dialect("2020-12")
+_DIALECTS = (("draft-03", DRAFT_04), ("draft-04", DRAFT_04), ("draft-06", DRAFT_06), ("draft-07", DRAFT_07),
+             ("2019-09", DRAFT_2019_09), ("2020-12", DRAFT_2020_12))
+
+
+def dialect_of(schema: Any) -> Dialect:
+    """The draft named by the root's `$schema` (2020-12 when it names none this knows)."""
+    named = schema.get("$schema", "") if isinstance(schema, dict) else ""
+    if isinstance(named, str):
+        for marker, dialect in _DIALECTS:
+            if marker in named:
+                return dialect
+    return DRAFT_2020_12

@@ -1,0 +1,162 @@
+"""The schemas people send, read as the specification says: annotations and vendor keys change
+nothing, each draft is read by its `$schema`, objects that declare their properties are closed
+when generating, and numbers nothing bounds keep to what a JSON parser holds. Every grammar is
+checked by llama.cpp's own grammar engine; every expectation about validity by `jsonschema`."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import jsonschema
+import pytest
+
+from grammars.json_schema import SchemaError, schema_to_gbnf
+from templates.tool_calls import HERMES
+from tests.grammar_support import accepts
+
+
+def compact(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def generates(schema: Any, instance: Any) -> bool:
+    return accepts(schema_to_gbnf(schema), compact(instance))
+
+
+PERSON = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer", "minimum": 0}},
+          "required": ["name"]}
+
+
+# ---- annotations ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("annotations", [
+    {"id": "http://example.com/person", "self": {"href": "/people/{id}"}, "_format": "x"},  # draft-04 era
+    {"x-order": 1, "x-nullable": True, "example": {"name": "Ann"}, "discriminator": {"propertyName": "kind"}},
+    {"readOnly": True, "writeOnly": False, "deprecated": True, "$comment": "c", "examples": [{"name": "Bo"}]},
+    {"typo": True, "additionalItems_": False, "xml": {"name": "person"}, "externalDocs": {"url": "u"}},
+])
+def test_annotations_and_vendor_keys_change_nothing(annotations: dict):
+    assert schema_to_gbnf({**PERSON, **annotations}) == schema_to_gbnf(PERSON)
+
+
+def test_a_format_the_converter_does_not_know_is_an_annotation():
+    schema = {"type": "string", "format": "credit-card"}
+    assert schema_to_gbnf(schema) == schema_to_gbnf({"type": "string"})
+    for form in ("binary", "password", "path", "json-string"):  # what pydantic writes for bytes, SecretStr, Path
+        assert schema_to_gbnf({"type": "string", "format": form}) == schema_to_gbnf({"type": "string"})
+    with pytest.raises(SchemaError, match="`format` must be a string"):
+        schema_to_gbnf({"type": "string", "format": 5})
+
+
+def test_if_then_else_refuse_only_together():
+    assert schema_to_gbnf({**PERSON, "if": {"required": ["age"]}}) == schema_to_gbnf(PERSON)  # `if` alone: nothing
+    assert schema_to_gbnf({**PERSON, "then": {"required": ["age"]}}) == schema_to_gbnf(PERSON)  # no `if`: ignored
+    with pytest.raises(SchemaError) as caught:
+        schema_to_gbnf({**PERSON, "if": {"required": ["age"]}, "then": {"required": ["name"]}})
+    assert caught.value.keyword == "if"
+
+
+@pytest.mark.parametrize("keyword", ["not", "dependentRequired", "contains", "propertyNames",
+                                     "unevaluatedProperties", "$dynamicRef", "$recursiveRef"])
+def test_validation_keywords_it_cannot_enforce_are_still_refused(keyword: str):
+    with pytest.raises(SchemaError) as caught:
+        schema_to_gbnf({**PERSON, keyword: {} if keyword != "$dynamicRef" else "#x"})
+    assert caught.value.keyword == keyword
+
+
+# ---- drafts ----------------------------------------------------------------------------------------
+
+def test_draft_04_id_is_the_base_of_references_and_exclusive_bounds_are_booleans():
+    schema = {"$schema": "http://json-schema.org/draft-04/schema#", "id": "http://example.com/root.json",
+              "definitions": {"age": {"type": "integer", "minimum": 0, "exclusiveMinimum": True, "maximum": 150}},
+              "type": "object", "properties": {"age": {"$ref": "http://example.com/root.json#/definitions/age"}},
+              "required": ["age"], "additionalProperties": False}
+    validator = jsonschema.Draft4Validator(schema)
+    for instance, valid in (({"age": 1}, True), ({"age": 0}, False), ({"age": 150}, True), ({"age": 151}, False)):
+        assert validator.is_valid(instance) is valid
+        assert generates(schema, instance) is valid
+
+
+@pytest.mark.parametrize(("dialect", "siblings_apply"), [
+    ("http://json-schema.org/draft-04/schema#", False),
+    ("http://json-schema.org/draft-06/schema#", False),
+    ("http://json-schema.org/draft-07/schema#", False),
+    ("https://json-schema.org/draft/2019-09/schema", True),
+    ("https://json-schema.org/draft/2020-12/schema", True),
+])
+def test_keywords_beside_a_ref_apply_from_2019_09_on(dialect: str, siblings_apply: bool):
+    schema = {"$schema": dialect, "definitions": {"n": {"type": "integer"}},
+              "allOf": [{"$ref": "#/definitions/n", "maximum": 5}]}
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    assert validator.is_valid(9) is not siblings_apply
+    assert generates(schema, 9) is not siblings_apply
+    assert generates(schema, 3)
+
+
+def test_openapi_nullable():
+    schema = {"type": "string", "nullable": True, "maxLength": 3}
+    assert generates(schema, None) and generates(schema, "abc") and not generates(schema, "abcd")
+
+
+# ---- closed objects ---------------------------------------------------------------------------------
+
+def test_an_object_that_declares_its_properties_gets_only_those():
+    assert generates(PERSON, {"name": "Ann", "age": 3})
+    assert jsonschema.Draft202012Validator(PERSON).is_valid({"name": "Ann", "nickname": "A"})  # valid ...
+    assert not generates(PERSON, {"name": "Ann", "nickname": "A"})  # ... but never generated
+    opened = {**PERSON, "additionalProperties": True}
+    assert generates(opened, {"name": "Ann", "nickname": "A"})
+    typed = {**PERSON, "additionalProperties": {"type": "integer"}}
+    assert generates(typed, {"name": "Ann", "n": 1}) and not generates(typed, {"name": "Ann", "n": "1"})
+
+
+def test_free_form_and_empty_objects():
+    assert generates({"type": "object"}, {"anything": [1, {"goes": None}]})  # declares nothing: any object
+    assert generates({"type": "object", "properties": {}}, {})
+    assert not generates({"type": "object", "properties": {}}, {"a": 1})  # declares none: no property
+    required_only = {"type": "object", "required": ["id"]}
+    assert generates(required_only, {"id": [1]}) and not generates(required_only, {"id": 1, "x": 2})
+
+
+def test_forced_tool_calls_cannot_invent_arguments():
+    tool = {"type": "function", "function": {"name": "render", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    grammar = HERMES.call_grammar([tool], parallel=False)
+    call = '<tool_call>\n{"name":"render","arguments":%s}\n</tool_call>'
+    assert accepts(grammar, call % '{"path":"a.md"}')
+    assert not accepts(grammar, call % '{"path":"a.md","build_mode":"fast"}')
+
+
+# ---- bounded numbers ----------------------------------------------------------------------------------
+
+INT64_MAX = 2**63 - 1
+
+
+@pytest.mark.parametrize(("schema", "instance", "generated"), [
+    ({"type": "integer"}, INT64_MAX, True),
+    ({"type": "integer"}, -INT64_MAX - 1, True),
+    ({"type": "integer"}, INT64_MAX + 1, False),
+    ({"type": "integer", "minimum": 0}, INT64_MAX, True),
+    ({"type": "integer", "minimum": 0}, 108824032000000000000, False),
+    ({"type": "integer", "maximum": 10**30}, 10**25, True),  # a bound the schema gives is kept
+    ({"type": "number"}, 12345678901234567, True),
+    ({"type": "number"}, 123456789012345678, False),
+    ({"type": "number"}, 0.12345678901234567, True),
+    ({"type": "number"}, 1.5e308, True),
+    ({"type": "number"}, 1e-300, True),
+    ({"type": "number", "minimum": 0}, 10**17, True),
+    ({"type": "number", "minimum": 0}, 10**17 + 1, False),
+    ({"type": "number", "maximum": 10**20}, 10**19, True),
+    ({"type": "number", "maximum": 0}, -(10**17), True),
+    ({"type": "number", "maximum": 0}, -(10**18), False),
+])
+def test_numbers_nothing_bounds_stay_within_what_parsers_hold(schema: dict, instance: Any, generated: bool):
+    assert jsonschema.Draft202012Validator(schema).is_valid(instance)
+    assert generates(schema, instance) is generated
+
+
+def test_free_digits_end():
+    grammar = schema_to_gbnf({"type": "number"})
+    assert not accepts(grammar, "1." + "3" * 18)
+    assert not accepts(grammar, "1e309")
