@@ -30,9 +30,12 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+import jsonschema
 
 from grammars.formats import FORMATS, format_grammar
 from grammars.gbnf import (
@@ -100,6 +103,8 @@ _ANY_BODIES = {
     "number": NUMBER_BODY,
 }
 
+_DEPENDENT_KEYS = ("dependentRequired", "dependentSchemas", "dependencies")
+_MAX_TRIGGERS = 4  # 2^4 branches at most
 _OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
 _ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
@@ -247,6 +252,10 @@ class _Converter:
             if self.dialect.ref_overrides_siblings or not rest:
                 return self.ref_rule(schema["$ref"], path)
             return self.value(self.resolve(schema, path), path)
+        if any(key in schema for key in _DEPENDENT_KEYS):
+            return self.value(self.dependent(schema, path), path)
+        if "propertyNames" in schema:
+            return self.value(self.property_names(schema, path), path)
         if "allOf" in schema:
             return self.all_of(schema, path)
         if "anyOf" in schema or "oneOf" in schema:
@@ -284,6 +293,78 @@ class _Converter:
         if self.strict:
             raise error
         self.deferred.append(error)
+
+    def dependent(self, schema: dict, path: Path) -> Any:
+        """`dependentRequired`, `dependentSchemas` and draft-07's `dependencies` as an `anyOf`, one
+        branch per set of trigger properties present (absent ones ruled out in that branch)."""
+        rest = {k: v for k, v in schema.items() if k not in _DEPENDENT_KEYS}
+        needs: dict[str, list[Any]] = {}
+        for key in _DEPENDENT_KEYS:
+            given = schema.get(key)
+            if given is None:
+                continue
+            if not isinstance(given, dict):
+                raise SchemaError(key, path, f"`{key}` must be an object")
+            for trigger, need in given.items():
+                if isinstance(need, list) and not all(isinstance(name, str) for name in need):
+                    raise SchemaError(key, path, f"`{key}` lists property names")
+                needs.setdefault(trigger, []).append(need)
+        if "object" not in type_set(rest):
+            return rest
+        triggers = list(needs)
+        if len(triggers) > _MAX_TRIGGERS:
+            self.unenforceable(next(k for k in _DEPENDENT_KEYS if k in schema), path,
+                               f"dependencies on more than {_MAX_TRIGGERS} properties are not supported")
+            return rest
+        was_open = "additionalProperties" not in rest and not any(
+            k in rest for k in ("properties", "required", "patternProperties"))
+        branches: list[Any] = []
+        for mask in range(1 << len(triggers)):
+            present = [t for i, t in enumerate(triggers) if mask >> i & 1]
+            absent = [t for t in triggers if t not in present]
+            required = [*rest.get("required", []), *present]
+            for trigger in present:
+                required.extend(name for need in needs[trigger] if isinstance(need, list) for name in need)
+            if any(name in required for name in absent):
+                continue
+            branch: Any = {**rest, "required": list(dict.fromkeys(required)),
+                           "properties": {**rest.get("properties", {}), **dict.fromkeys(absent, False)}}
+            if was_open:
+                branch["additionalProperties"] = True  # naming properties here must not close it
+            for trigger in present:
+                for need in needs[trigger]:
+                    if not isinstance(need, list):
+                        branch = self.combine(branch, self.resolve(need, path), path)
+            if branch is not False:
+                branches.append(branch)
+        if not branches:
+            raise SchemaError("dependentRequired", path, "no object satisfies the dependencies")
+        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+
+    def property_names(self, schema: dict, path: Path) -> Any:
+        """`propertyNames` where an object has no properties beyond those it names: the names it
+        rules out are left out (a required one makes the schema unsatisfiable)."""
+        names_schema = schema["propertyNames"]
+        rest = {k: v for k, v in schema.items() if k != "propertyNames"}
+        if names_schema is True or "object" not in type_set(rest):
+            return rest
+        if names_schema is False:
+            return {**rest, "maxProperties": 0}
+        closed = "patternProperties" not in rest and (
+            rest.get("additionalProperties") is False
+            or ("additionalProperties" not in rest and ("properties" in rest or "required" in rest)))
+        checker = _name_checker(names_schema)
+        if not closed or checker is None:
+            self.unenforceable("propertyNames", path,
+                               "`propertyNames` is supported for objects that allow only the properties they name")
+            return rest
+        properties = dict(rest.get("properties", {}))
+        for name in [*properties, *rest.get("required", [])]:
+            if not checker(name):
+                if name in rest.get("required", []):
+                    raise SchemaError("propertyNames", path, f"required property `{name}` breaks `propertyNames`")
+                properties[name] = False
+        return {**rest, "properties": properties}
 
     def any_value(self) -> str:
         for name, body in _ANY_BODIES.items():
@@ -764,6 +845,19 @@ def _array_items(builder: GrammarBuilder, prefix: list[str], rest: str | None,
     if after is None:
         return None
     return builder.rule("items", _seq(first, after))
+
+
+def _name_checker(schema: Any) -> Callable[[str], bool] | None:
+    """Whether a property name is valid under a `propertyNames` schema, by `jsonschema` (None for
+    a schema that refers elsewhere, which it cannot see alone)."""
+    if not isinstance(schema, dict) or "$ref" in json.dumps(schema):
+        return None
+    try:
+        validator = jsonschema.Draft202012Validator(schema)
+        validator.is_valid("")
+    except jsonschema.exceptions.SchemaError:
+        return None
+    return validator.is_valid
 
 
 def _python_search(pattern: str, text: str) -> bool:

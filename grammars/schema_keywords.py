@@ -20,19 +20,16 @@ SUPPORTED = frozenset({
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
+    "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
 })
 
 # The constraining keywords it cannot enforce yet, and what it says when it meets one.
 UNENFORCEABLE = {
     "not": "`not` cannot be expressed as a grammar",
     "if": "`if`/`then`/`else` cannot be expressed as a grammar",
-    "dependentSchemas": "`dependentSchemas` is not supported",
-    "dependentRequired": "`dependentRequired` is not supported",
-    "dependencies": "`dependencies` is not supported",
     "contains": "`contains` is not supported",
     "minContains": "`minContains` is not supported",
     "maxContains": "`maxContains` is not supported",
-    "propertyNames": "`propertyNames` is not supported",
     "unevaluatedProperties": "`unevaluatedProperties` is not supported",
     "unevaluatedItems": "`unevaluatedItems` is not supported",
     "$dynamicRef": "dynamic references are not supported",

@@ -11,7 +11,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-from grammars.json_schema import SchemaError, schema_to_gbnf
+from grammars.json_schema import SchemaError, convert_schema, schema_to_gbnf
 from templates.tool_calls import HERMES
 from tests.grammar_support import accepts
 
@@ -57,7 +57,7 @@ def test_if_then_else_refuse_only_together():
     assert caught.value.keyword == "if"
 
 
-@pytest.mark.parametrize("keyword", ["not", "dependentRequired", "contains", "propertyNames",
+@pytest.mark.parametrize("keyword", ["not", "contains",
                                      "unevaluatedProperties", "$dynamicRef", "$recursiveRef"])
 def test_validation_keywords_it_cannot_enforce_are_still_refused(keyword: str):
     with pytest.raises(SchemaError) as caught:
@@ -160,3 +160,17 @@ def test_free_digits_end():
     grammar = schema_to_gbnf({"type": "number"})
     assert not accepts(grammar, "1." + "3" * 18)
     assert not accepts(grammar, "1e309")
+
+
+def test_property_names_on_an_object_open_to_any_name_is_left_to_the_check() -> None:
+    schema = {"type": "object", "propertyNames": {"pattern": "^[a-z]+$"}, "additionalProperties": {"type": "integer"}}
+    with pytest.raises(SchemaError, match="propertyNames"):
+        convert_schema(schema, strict=True)
+    assert [e.keyword for e in convert_schema(schema, strict=False).deferred] == ["propertyNames"]
+
+
+def test_dependencies_on_many_properties_are_left_to_the_check() -> None:
+    schema = {"type": "object", "dependentRequired": {name: ["z"] for name in "abcde"}}
+    with pytest.raises(SchemaError, match="more than 4"):
+        convert_schema(schema, strict=True)
+    assert [e.keyword for e in convert_schema(schema, strict=False).deferred] == ["dependentRequired"]
