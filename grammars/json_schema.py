@@ -20,9 +20,13 @@ except a bounded allowance (`ws`: one space, or one newline and up to 20 spaces 
   strict mode, llama.cpp and XGrammar generate; `additionalProperties: true` or a schema opens
   it, and `{"type": "object"}` alone stays any object;
 - bounded numbers: a side of a range no bound limits stops where JSON parsers do: integers
-  within 64 bits, other numbers within 10^17 in plain decimal, and at most 17 digits before and
-  after the point with an exponent up to 308 where nothing bounds a number at all. Without this
-  a model may write digits until it runs out of tokens.
+  within 64 bits, other numbers within 10^17 in plain decimal, and at most 17 digits after the
+  point beyond those a bound needs, with an exponent up to 308 where nothing bounds a number at
+  all. Without this a model may write digits until it runs out of tokens;
+- `not`, `if`/`then`/`else`, `dependentRequired`/`dependentSchemas` and `propertyNames` are
+  written as what they leave (alternatives with a property present or absent, a value set less
+  some values, types less some types) in the forms their methods name; other forms are refused
+  when strict, else left to the check of the finished answer.
 """
 
 from __future__ import annotations
@@ -30,12 +34,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
-
-import jsonschema
 
 from grammars.formats import FORMATS, format_grammar
 from grammars.gbnf import (
@@ -64,6 +65,7 @@ from grammars.regex import NEVER, RegexError, regex_to_gbnf
 from grammars.schema_combine import (
     canonical,
     disjoint,
+    generated_apart,
     json_type,
     merge,
     numeric_bounds,
@@ -79,6 +81,7 @@ from grammars.schema_keywords import (
     is_annotation,
 )
 from grammars.schema_refs import SchemaRefs
+from grammars.schema_rewrites import DEPENDENT_KEYS, TYPE_ORDER, SchemaRewrites
 
 __all__ = ["SchemaError", "SchemaGrammar", "convert_schema", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
 
@@ -103,13 +106,11 @@ _ANY_BODIES = {
     "number": NUMBER_BODY,
 }
 
-_DEPENDENT_KEYS = ("dependentRequired", "dependentSchemas", "dependencies")
-_MAX_TRIGGERS = 4  # 2^4 branches at most
 _OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
 _ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
-_TYPE_ORDER = ("object", "array", "string", "number", "integer", "boolean", "null")
+_TYPE_ORDER = TYPE_ORDER
 
 
 def schema_to_gbnf(schema: dict) -> str:
@@ -183,7 +184,7 @@ def _count(schema: dict, key: str, path: Path, default: int | None) -> int | Non
     return value
 
 
-class _Converter:
+class _Converter(SchemaRewrites):
     def __init__(self, root: Any, *, strict: bool = True, unique_items: bool = False):
         self.root = root
         self.strict = strict
@@ -252,7 +253,11 @@ class _Converter:
             if self.dialect.ref_overrides_siblings or not rest:
                 return self.ref_rule(schema["$ref"], path)
             return self.value(self.resolve(schema, path), path)
-        if any(key in schema for key in _DEPENDENT_KEYS):
+        if "not" in schema:
+            return self.value(self.negation(schema, path), path)
+        if "if" in schema or "then" in schema or "else" in schema:
+            return self.value(self.conditional(schema, path), path)
+        if any(key in schema for key in DEPENDENT_KEYS):
             return self.value(self.dependent(schema, path), path)
         if "propertyNames" in schema:
             return self.value(self.property_names(schema, path), path)
@@ -275,10 +280,7 @@ class _Converter:
                         self.unenforceable(key, path, "`uniqueItems` cannot be expressed as a grammar")
                 continue
             if key in CONDITIONAL:
-                # `if` alone, or `then`/`else` without `if`, constrains nothing
-                if key == "if" and ("then" in schema or "else" in schema):
-                    self.unenforceable("if", path, UNENFORCEABLE["if"])
-                continue
+                continue  # `conditional` decides (`if` alone, or `then`/`else` alone, constrain nothing)
             self.unenforceable(key, path, UNENFORCEABLE[key])
         types = schema.get("type")
         if types is not None:
@@ -293,78 +295,6 @@ class _Converter:
         if self.strict:
             raise error
         self.deferred.append(error)
-
-    def dependent(self, schema: dict, path: Path) -> Any:
-        """`dependentRequired`, `dependentSchemas` and draft-07's `dependencies` as an `anyOf`, one
-        branch per set of trigger properties present (absent ones ruled out in that branch)."""
-        rest = {k: v for k, v in schema.items() if k not in _DEPENDENT_KEYS}
-        needs: dict[str, list[Any]] = {}
-        for key in _DEPENDENT_KEYS:
-            given = schema.get(key)
-            if given is None:
-                continue
-            if not isinstance(given, dict):
-                raise SchemaError(key, path, f"`{key}` must be an object")
-            for trigger, need in given.items():
-                if isinstance(need, list) and not all(isinstance(name, str) for name in need):
-                    raise SchemaError(key, path, f"`{key}` lists property names")
-                needs.setdefault(trigger, []).append(need)
-        if "object" not in type_set(rest):
-            return rest
-        triggers = list(needs)
-        if len(triggers) > _MAX_TRIGGERS:
-            self.unenforceable(next(k for k in _DEPENDENT_KEYS if k in schema), path,
-                               f"dependencies on more than {_MAX_TRIGGERS} properties are not supported")
-            return rest
-        was_open = "additionalProperties" not in rest and not any(
-            k in rest for k in ("properties", "required", "patternProperties"))
-        branches: list[Any] = []
-        for mask in range(1 << len(triggers)):
-            present = [t for i, t in enumerate(triggers) if mask >> i & 1]
-            absent = [t for t in triggers if t not in present]
-            required = [*rest.get("required", []), *present]
-            for trigger in present:
-                required.extend(name for need in needs[trigger] if isinstance(need, list) for name in need)
-            if any(name in required for name in absent):
-                continue
-            branch: Any = {**rest, "required": list(dict.fromkeys(required)),
-                           "properties": {**rest.get("properties", {}), **dict.fromkeys(absent, False)}}
-            if was_open:
-                branch["additionalProperties"] = True  # naming properties here must not close it
-            for trigger in present:
-                for need in needs[trigger]:
-                    if not isinstance(need, list):
-                        branch = self.combine(branch, self.resolve(need, path), path)
-            if branch is not False:
-                branches.append(branch)
-        if not branches:
-            raise SchemaError("dependentRequired", path, "no object satisfies the dependencies")
-        return branches[0] if len(branches) == 1 else {"anyOf": branches}
-
-    def property_names(self, schema: dict, path: Path) -> Any:
-        """`propertyNames` where an object has no properties beyond those it names: the names it
-        rules out are left out (a required one makes the schema unsatisfiable)."""
-        names_schema = schema["propertyNames"]
-        rest = {k: v for k, v in schema.items() if k != "propertyNames"}
-        if names_schema is True or "object" not in type_set(rest):
-            return rest
-        if names_schema is False:
-            return {**rest, "maxProperties": 0}
-        closed = "patternProperties" not in rest and (
-            rest.get("additionalProperties") is False
-            or ("additionalProperties" not in rest and ("properties" in rest or "required" in rest)))
-        checker = _name_checker(names_schema)
-        if not closed or checker is None:
-            self.unenforceable("propertyNames", path,
-                               "`propertyNames` is supported for objects that allow only the properties they name")
-            return rest
-        properties = dict(rest.get("properties", {}))
-        for name in [*properties, *rest.get("required", [])]:
-            if not checker(name):
-                if name in rest.get("required", []):
-                    raise SchemaError("propertyNames", path, f"required property `{name}` breaks `propertyNames`")
-                properties[name] = False
-        return {**rest, "properties": properties}
 
     def any_value(self) -> str:
         for name, body in _ANY_BODIES.items():
@@ -393,9 +323,12 @@ class _Converter:
         if len(branches) > MAX_BRANCHES:
             raise SchemaError(keyword, path, f"more than {MAX_BRANCHES} alternatives")
         if keyword == "oneOf":
+            # the grammar writes each branch as it stands only when nothing beside oneOf shapes objects
+            as_written = not any(key in schema for key in _OBJECT_KEYS)
             for i in range(len(branches)):
                 for j in range(i + 1, len(branches)):
-                    if not disjoint(branches[i], branches[j], self.resolve, path):
+                    if not disjoint(branches[i], branches[j], self.resolve, path) and not (
+                            as_written and generated_apart(branches[i], branches[j], self.resolve, path)):
                         self.unenforceable(
                             "oneOf", path,
                             f"oneOf branches {i} and {j} may both match a value, which a grammar cannot rule out; "
@@ -845,19 +778,6 @@ def _array_items(builder: GrammarBuilder, prefix: list[str], rest: str | None,
     if after is None:
         return None
     return builder.rule("items", _seq(first, after))
-
-
-def _name_checker(schema: Any) -> Callable[[str], bool] | None:
-    """Whether a property name is valid under a `propertyNames` schema, by `jsonschema` (None for
-    a schema that refers elsewhere, which it cannot see alone)."""
-    if not isinstance(schema, dict) or "$ref" in json.dumps(schema):
-        return None
-    try:
-        validator = jsonschema.Draft202012Validator(schema)
-        validator.is_valid("")
-    except jsonschema.exceptions.SchemaError:
-        return None
-    return validator.is_valid
 
 
 def _python_search(pattern: str, text: str) -> bool:

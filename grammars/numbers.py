@@ -227,8 +227,9 @@ def number_range(
 ) -> str:
     """A rule for the JSON numbers x within the bounds (None: unbounded; `exclusive_*`: strict).
 
-    Unbounded: the full JSON number syntax. Bounded: decimal notation only (no exponent), any
-    fraction length, trailing zeros included ("1.50"), no negative zero; exact comparison.
+    Unbounded: the JSON number syntax within `NUMBER_BODY`'s limits. Bounded: decimal notation
+    only (no exponent), the fraction digits a bound needs and otherwise at most MAX_FREE_DIGITS,
+    trailing zeros included ("1.50"), no negative zero; exact comparison.
     A float bound is taken as its shortest repr (0.1 is 0.1, not the binary double)."""
     low = None if minimum is None else _decimal(minimum)
     high = None if maximum is None else _decimal(maximum)

@@ -219,7 +219,7 @@ def _merge_additional(merged: dict, a: dict, b: dict, path: Path) -> None:
 # ---- oneOf: are two branches disjoint? -------------------------------------------------------
 
 
-def disjoint(a: Any, b: Any, resolve: Resolve, path: Path) -> bool:
+def disjoint(a: Any, b: Any, resolve: Resolve, path: Path, depth: int = 0) -> bool:
     """True only when no instance can match both (conservative: False when unsure)."""
     if a is False or b is False:
         return True
@@ -236,7 +236,7 @@ def disjoint(a: Any, b: Any, resolve: Resolve, path: Path) -> bool:
         return not {canonical(v) for v in values_a} & {canonical(v) for v in values_b}
     if types_a | types_b <= {"number", "integer"} and _ranges_disjoint(a, b):
         return True
-    if types_a & types_b <= {"object"} and _discriminated(a, b, resolve, path):
+    if types_a & types_b <= {"object"} and _discriminated(a, b, resolve, path, depth):
         return True
     return False
 
@@ -261,15 +261,60 @@ def _below(high: tuple[Decimal, bool] | None, low: tuple[Decimal, bool] | None) 
     return high[0] < low[0] or (high[0] == low[0] and (high[1] or low[1]))
 
 
-def _discriminated(a: dict, b: dict, resolve: Resolve, path: Path) -> bool:
-    """Both require a property whose allowed constant values differ."""
+def _discriminated(a: dict, b: dict, resolve: Resolve, path: Path, depth: int = 0) -> bool:
+    """Both require a property whose values cannot be the same (a `const` or `enum`
+    discriminator at any depth, different types, ranges apart)."""
+    if depth > _MAX_DEPTH:
+        return False
     required = set(a.get("required", [])) & set(b.get("required", []))
     for name in required:
         prop_a = a.get("properties", {}).get(name)
         prop_b = b.get("properties", {}).get(name)
         if isinstance(prop_a, dict) and isinstance(prop_b, dict):
-            values_a, values_b = _values(resolve(prop_a, path)), _values(resolve(prop_b, path))
-            if values_a is not None and values_b is not None:
-                if not {canonical(v) for v in values_a} & {canonical(v) for v in values_b}:
+            prop_a, prop_b = resolve(prop_a, path), resolve(prop_b, path)
+            if not isinstance(prop_a, dict) or not isinstance(prop_b, dict):
+                continue
+            if _values(prop_a) is not None and _values(prop_b) is not None:
+                if not {canonical(v) for v in _values(prop_a)} & {canonical(v) for v in _values(prop_b)}:
                     return True
+            elif disjoint(prop_a, prop_b, resolve, path, depth + 1):
+                return True
     return False
+
+
+_MAX_DEPTH = 8
+
+
+def generated_apart(a: Any, b: Any, resolve: Resolve, path: Path) -> bool:
+    """No object the grammar writes for one branch is valid under the other: each branch is an
+    object closed to the properties it names (the converter writes only those), and requires one
+    the other never writes. This holds for the grammar's objects, not for every JSON object, so it
+    serves `oneOf` only where the grammar writes each branch as it stands."""
+    a, b = resolve(a, path), resolve(b, path)
+    if not isinstance(a, dict) or not isinstance(b, dict):
+        return False
+    if _possible_types(a) != {"object"} or _possible_types(b) != {"object"}:
+        return False
+    return _writes_only_named(a) and _writes_only_named(b) and bool(
+        _required(b) - _named(a)) and bool(_required(a) - _named(b))
+
+
+def _required(schema: dict) -> set[str]:
+    required = schema.get("required", [])
+    return {name for name in required if isinstance(name, str)} if isinstance(required, list) else set()
+
+
+def _named(schema: dict) -> set[str]:
+    """The properties an object closed to its named ones may have."""
+    properties = schema.get("properties", {})
+    named = {k for k, v in properties.items() if v is not False} if isinstance(properties, dict) else set()
+    return named | _required(schema)
+
+
+def _writes_only_named(schema: dict) -> bool:
+    """The converter writes no property beyond those the schema names (closed when generating,
+    or closed outright), and nothing else shapes the object."""
+    if any(key in schema for key in ("patternProperties", "allOf", "anyOf", "oneOf", "$ref")):
+        return False
+    extra = schema.get("additionalProperties")
+    return extra is False or (extra is None and ("properties" in schema or "required" in schema))

@@ -20,13 +20,11 @@ SUPPORTED = frozenset({
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
-    "dependentRequired", "dependentSchemas", "dependencies", "propertyNames",
+    "dependentRequired", "dependentSchemas", "dependencies", "propertyNames", "not",
 })
 
 # The constraining keywords it cannot enforce yet, and what it says when it meets one.
 UNENFORCEABLE = {
-    "not": "`not` cannot be expressed as a grammar",
-    "if": "`if`/`then`/`else` cannot be expressed as a grammar",
     "contains": "`contains` is not supported",
     "minContains": "`minContains` is not supported",
     "maxContains": "`maxContains` is not supported",
@@ -38,7 +36,7 @@ UNENFORCEABLE = {
 
 # `then` and `else` constrain only beside `if` (and `if` only beside one of them).
 CONDITIONAL = frozenset({"if", "then", "else"})
-VALIDATION = SUPPORTED | frozenset(UNENFORCEABLE) | CONDITIONAL
+VALIDATION = SUPPORTED | frozenset(UNENFORCEABLE) | CONDITIONAL  # `if` is read with `then` and `else`
 
 
 def is_annotation(key: str) -> bool:

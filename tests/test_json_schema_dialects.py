@@ -49,11 +49,13 @@ def test_a_format_the_converter_does_not_know_is_an_annotation():
         schema_to_gbnf({"type": "string", "format": 5})
 
 
-def test_if_then_else_refuse_only_together():
+def test_if_then_else_constrain_only_together():
     assert schema_to_gbnf({**PERSON, "if": {"required": ["age"]}}) == schema_to_gbnf(PERSON)  # `if` alone: nothing
     assert schema_to_gbnf({**PERSON, "then": {"required": ["age"]}}) == schema_to_gbnf(PERSON)  # no `if`: ignored
-    with pytest.raises(SchemaError) as caught:
-        schema_to_gbnf({**PERSON, "if": {"required": ["age"]}, "then": {"required": ["name"]}})
+    conditional = {**PERSON, "if": {"required": ["age"]}, "then": {"required": ["name"]}}
+    assert schema_to_gbnf(conditional) != schema_to_gbnf(PERSON)
+    with pytest.raises(SchemaError) as caught:  # a test of a string's pattern has no written complement
+        schema_to_gbnf({**PERSON, "if": {"properties": {"name": {"pattern": "^A"}}}, "then": {"required": ["age"]}})
     assert caught.value.keyword == "if"
 
 

@@ -28,7 +28,7 @@ ALLOWED_REFUSALS = {
     "oneOf": r"^oneOf branches \d+ and \d+ may both match a value",
     # SchemaStore: conditionals, constraints on key names, and keys matching a pattern beside
     # other keys that are allowed (a grammar for "any key but those matching the pattern")
-    "if": r"^`if`/`then`/`else` cannot be expressed as a grammar",
+    "if": r"^`if`/`then`/`else` is supported for objects whose `if` tests one property",
     "propertyNames": r"^`propertyNames` is supported for objects that allow only the properties they name",
     "patternProperties": r"^patternProperties is supported only with `additionalProperties: false`",
     # a decimal multipleOf (OpenAPI money: exclusiveMinimum 0, multipleOf 0.01)

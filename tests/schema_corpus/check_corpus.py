@@ -71,10 +71,6 @@ KNOWN_FORMATS = {
     "uri",
 }
 UNSUPPORTED = {
-    "not",
-    "if",
-    "then",
-    "else",
     "contains",
     "minContains",
     "maxContains",
@@ -329,6 +325,35 @@ def subschemas(schema, path=""):
 # ---------------------------------------------------------------- lint (supported subset) --
 
 
+def _finite(schema) -> bool:
+    return isinstance(schema, dict) and ("const" in schema or "enum" in schema or schema.get("type") == "boolean")
+
+
+def _one_property_test(test, parent: dict) -> bool:
+    """`{"required": [k]}`, or `{"properties": {k: {"const" | "enum": ...}}}` with or without
+    `"required": [k]` where the object declares k with finitely many values: the forms of `if`
+    (and `not`) the converter writes a complement for."""
+    if not isinstance(test, dict) or set(test) - {"properties", "required", "type"}:
+        return False
+    properties, required = test.get("properties", {}), test.get("required", [])
+    names = set(properties) | set(required)
+    if len(names) != 1:
+        return False
+    name = next(iter(names))
+    if name not in properties:
+        return True
+    declared = parent.get("properties", {}).get(name)
+    return set(properties[name]) <= {"const", "enum", "type"} and _finite(declared)
+
+
+def _simple_negation(excluded, parent: dict) -> bool:
+    if isinstance(excluded, bool):
+        return True
+    keys = set(excluded) if isinstance(excluded, dict) else {"?"}
+    return (keys == {"type"} or (keys <= {"const", "enum"} and _finite(parent)) or keys == {"required"}
+            or _one_property_test(excluded, parent))
+
+
 def lint(schema) -> list[tuple[str, str, str]]:
     """Constructs outside the supported subset, as (JSON Pointer of the schema object, keyword, message)."""
     problems = []
@@ -337,6 +362,10 @@ def lint(schema) -> list[tuple[str, str, str]]:
             continue
         for kw in sorted(UNSUPPORTED & s.keys()):
             problems.append((path, kw, f"unsupported keyword {kw}"))
+        if "not" in s and not _simple_negation(s["not"], s):
+            problems.append((path, "not", "`not` beyond types, values, required names and one property's value"))
+        if "if" in s and ("then" in s or "else" in s) and not _one_property_test(s["if"], s):
+            problems.append((path, "if", "`if` beyond one property's presence or value"))
         if s.get("uniqueItems") is True:
             problems.append((path, "uniqueItems", "uniqueItems true"))
         if "format" in s and s["format"] not in KNOWN_FORMATS:
