@@ -38,6 +38,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from grammars.array_contains import containing_items
 from grammars.formats import FORMATS, format_grammar
 from grammars.gbnf import (
     JSON_CHAR,
@@ -52,6 +53,7 @@ from grammars.gbnf import (
     normalize,
     repeat,
 )
+from grammars.item_sequences import array_items, object_items
 from grammars.numbers import (
     INT64_MAX,
     INT64_MIN,
@@ -81,7 +83,12 @@ from grammars.schema_keywords import (
     is_annotation,
 )
 from grammars.schema_refs import SchemaRefs
-from grammars.schema_rewrites import DEPENDENT_KEYS, TYPE_ORDER, SchemaRewrites
+from grammars.schema_rewrites import (
+    DEPENDENT_KEYS,
+    TYPE_ORDER,
+    SchemaRewrites,
+    value_checker,
+)
 
 __all__ = ["SchemaError", "SchemaGrammar", "convert_schema", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
 
@@ -97,7 +104,7 @@ WS = "ws"
 WS_BODY = '( " " | "\\n" [ \\t]{0,20} )?'
 QUOTE = literal('"')
 COLON = literal(":") + " " + WS
-COMMA = literal(",") + " " + WS
+COMMA = literal(",") + " " + WS  # item_sequences.COMMA
 _ANY_BODIES = {
     "value": 'object | array | string | number | "true" | "false" | "null"',
     "object": '"{" ws ( string ":" ws value ( "," ws string ":" ws value )* ws )? "}"',
@@ -107,7 +114,7 @@ _ANY_BODIES = {
 }
 
 _OBJECT_KEYS = ("properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties")
-_ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems")
+_ARRAY_KEYS = ("items", "prefixItems", "additionalItems", "minItems", "maxItems", "contains")
 _STRING_KEYS = ("minLength", "maxLength", "pattern", "format")
 _NUMBER_KEYS = ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf")
 _TYPE_ORDER = TYPE_ORDER
@@ -226,9 +233,13 @@ class _Converter(SchemaRewrites):
         rest = constraining(schema, without=("$ref",))
         if self.dialect.ref_overrides_siblings or not rest:
             return target
-        return self.combine(target, rest, path)
+        return self.combine(self.localized(target, where), rest, path, part=False)
 
-    def combine(self, a: Any, b: Any, path: Path) -> Any:
+    def combine(self, a: Any, b: Any, path: Path, *, part: bool = True) -> Any:
+        """`a` and `b` together; `part`: `b` is a part of `a`'s schema (an `allOf` branch, ...), whose
+        `unevaluated*` see only `b`'s own properties."""
+        if part:
+            b = self.localized(b, path)
         if a is False or b is False:
             return False
         if a is True:
@@ -265,6 +276,8 @@ class _Converter(SchemaRewrites):
             return self.all_of(schema, path)
         if "anyOf" in schema or "oneOf" in schema:
             return self.alternatives(schema, path)
+        if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
+            schema = self.localized(schema, path)  # its parts are merged: what it names is all it evaluates
         if "enum" in schema or "const" in schema:
             return self.constants(schema, path)
         return self.typed(schema, path)
@@ -358,9 +371,13 @@ class _Converter(SchemaRewrites):
             raise SchemaError("enum", path, "`enum` must be a non-empty list")
         if keyword == "const" and "enum" in schema:
             values = [v for v in values if canonical(v) in {canonical(e) for e in schema["enum"]}]
-        others = list(constraining(schema, without=("enum", "const", "type", "nullable")))
+        others = constraining(schema, without=("enum", "const", "type", "nullable"))
         if others:
-            raise SchemaError(others[0], path, f"`{keyword}` together with `{others[0]}` is not supported")
+            allows = value_checker(others)  # the other keywords keep only some of the values
+            if allows is None:
+                first = next(iter(others))
+                raise SchemaError(first, path, f"`{keyword}` together with `{first}` is not supported")
+            values = [v for v in values if allows(v)]
         types = type_set(schema)
         kept = [v for v in values if json_type(v) in types]
         if not kept:
@@ -447,7 +464,7 @@ class _Converter(SchemaRewrites):
         required_at = [name in required for name, _, _ in declared]
         extra = None if closed else self.extra_property(schema, path, set(properties) | set(required), additional,
                                                         patterns)
-        body = _object_items(self.b, items, required_at, extra, min_count, max_count)
+        body = object_items(self.b, items, required_at, extra, min_count, max_count)
         if body is None:
             raise SchemaError("minProperties" if min_count else "maxProperties", path,
                               "no object satisfies the property counts")
@@ -535,13 +552,44 @@ class _Converter(SchemaRewrites):
             max_items = len(prefix) if max_items is None else min(max_items, len(prefix))
         if max_items is not None and max_items < min_items:
             raise SchemaError("minItems", path, "no array satisfies minItems and maxItems")
+        if "contains" in schema:
+            containing = self.containing(schema, path, prefix, rest, rest_where, min_items, max_items)
+            if containing is not None:
+                return containing
         prefix_rules = [self.value(sub, (*path, prefix_key, i)) for i, sub in enumerate(prefix)]
         rest_rule = self.value(rest, rest_where) if rest is not False else None
-        items_expr = _array_items(self.b, prefix_rules, rest_rule, min_items, max_items)
+        items_expr = array_items(self.b, prefix_rules, rest_rule, min_items, max_items)
         if items_expr is None:
             return self.b.rule("array-empty", '"[" ws "]"')
         inner = f"( {items_expr} ws )?" if min_items == 0 else f"{items_expr} ws"
         return self.b.rule("array", f'"[" ws {inner} "]"')
+
+    def containing(self, schema: dict, path: Path, prefix: list, rest: Any, rest_where: Path, min_items: int,
+                   max_items: int | None) -> str | None:
+        """An array with `contains` (`minContains` 1; `maxContains` only where `maxItems` makes it
+        moot): None when `contains` asks nothing (`minContains: 0`), or when it is left to the check."""
+        least = _count(schema, "minContains", path, 1)
+        most = _count(schema, "maxContains", path, None)
+        if least == 0 and most is None:
+            return None
+        problem = None
+        if least != 1:
+            problem = ("minContains", "`minContains` above 1 is not supported")
+        elif most is not None and (max_items is None or most < max_items):
+            problem = ("maxContains", "`maxContains` below `maxItems` is not supported")
+        elif prefix or rest is False:
+            problem = ("contains", "`contains` together with `prefixItems` is not supported")
+        if problem is None:
+            marked = self.combine(rest, schema["contains"], (*path, "contains"))
+            if marked is False or max_items == 0:
+                raise SchemaError("contains", path, "no item satisfies both `items` and `contains`")
+            body = containing_items(self.b, self.value(rest, rest_where), self.value(marked, (*path, "contains")),
+                                    COMMA, min_items, max_items)
+            if body is not None:
+                return self.b.rule("array", f'"[" ws {body} ws "]"')
+            problem = ("contains", "`contains` with more than 64 items is not supported")
+        self.unenforceable(problem[0], path, problem[1])
+        return None
 
     # ---- strings ---------------------------------------------------------------------------
 
@@ -662,122 +710,9 @@ def _alternation(builder: GrammarBuilder, hint: str, options: list[str]) -> str:
     return builder.rule(hint, " | ".join(options))
 
 
-def _seq(*parts: str) -> str:
-    kept = [p for p in parts if p and p != '""']
-    return " ".join(kept) if kept else '""'
-
-
 def _other_chars(taken: list[tuple[int, int]]) -> str | None:
     rest = complement(normalize(taken)) if taken else [(0, MAX_CODE_POINT)]
     return json_chars(rest) if rest else None
-
-
-def _object_items(builder: GrammarBuilder, items: list[str], required_at: list[bool], extra: str | None,
-                  min_count: int, max_count: int | None) -> tuple[str | None, bool] | None:
-    """The non-empty property sequences (declared in order, then extras) with a count in
-    [min_count, max_count], and whether the empty object is allowed; None if nothing is."""
-    n = len(items)
-    saturate = max(min_count, 1)  # counts past this need no tracking without a maximum
-
-    def clamp(count: int) -> int:
-        return count if max_count is not None else min(count, saturate)
-
-    def fits(count: int) -> bool:
-        return max_count is None or count <= max_count
-
-    required_from = [False] * (n + 1)  # whether a required property remains at index >= i
-    for i in range(n - 1, -1, -1):
-        required_from[i] = required_at[i] or required_from[i + 1]
-    extra_sep = builder.rule("extra-more", f"{COMMA} {extra}") if extra else None
-
-    def extras(count: int) -> str | None:
-        low = max(0, min_count - count)
-        high = None if max_count is None else max_count - count
-        if high is not None and high < low:
-            return None
-        if extra is None or high == 0:
-            return '""' if low == 0 else None
-        if count == 0:  # the first property: no comma before it
-            more = repeat(builder, extra_sep, max(low - 1, 0), None if high is None else high - 1)
-            return _seq(extra, more)  # at least one: the empty object is decided by the caller
-        return repeat(builder, extra_sep, low, high)
-
-    # rest[(i, count)]: what may follow once `count` properties are written and the next
-    # declared one to consider is i (a rule name, or None when nothing can).
-    rest: dict[tuple[int, int], str | None] = {}
-    counts = range((max_count if max_count is not None else saturate) + 1)
-    for count in counts:  # past the last declared property: only extras remain
-        if count:
-            tail = extras(count)
-            rest[(n, count)] = builder.rule("props", tail) if tail is not None else None
-    for i in range(n - 1, 0, -1):
-        for count in counts:
-            if count == 0:
-                continue
-            options = []
-            for j in range(i, n):
-                if not fits(count + 1):
-                    break
-                after = rest.get((j + 1, clamp(count + 1)))
-                if after is not None:
-                    options.append(_seq(COMMA, items[j], after))
-                if required_at[j]:
-                    break
-            if not required_from[i]:
-                tail = extras(count)
-                if tail is not None:
-                    options.append(tail)
-            rest[(i, count)] = builder.rule("props", " | ".join(options)) if options else None
-    # the first property
-    first = []
-    for j in range(n):
-        if not fits(1):
-            break
-        after = rest.get((j + 1, clamp(1)))
-        if after is not None:
-            first.append(_seq(items[j], after))
-        if required_at[j]:
-            break
-    if not required_from[0] and extra is not None and fits(1):
-        tail = extras(0)
-        if tail is not None and tail != '""':
-            first.append(tail)
-    empty_allowed = not required_from[0] and min_count == 0
-    if not first:
-        return (None, True) if empty_allowed else None
-    return builder.rule("props", " | ".join(first)), empty_allowed
-
-
-def _array_items(builder: GrammarBuilder, prefix: list[str], rest: str | None,
-                 min_items: int, max_items: int | None) -> str | None:
-    """The non-empty item sequences: prefix items in order, then `rest` items."""
-    if max_items == 0 or (not prefix and rest is None):
-        return None
-    k = len(prefix)
-    rest_sep = builder.rule("item-more", f"{COMMA} {rest}") if rest is not None else None
-
-    def tail(count: int) -> str | None:
-        """What may follow `count` written items."""
-        if count < k:
-            options = []
-            if count >= min_items:
-                options.append('""')
-            if max_items is None or count + 1 <= max_items:
-                after = tail(count + 1)
-                if after is not None:
-                    options.append(_seq(COMMA, prefix[count], after))
-            return builder.rule("items", " | ".join(options)) if options else None
-        low = max(0, min_items - count)
-        high = None if max_items is None else max_items - count
-        if rest_sep is None:
-            return '""' if low == 0 else None
-        return repeat(builder, rest_sep, low, high)
-
-    first = prefix[0] if k else rest
-    after = tail(1)
-    if after is None:
-        return None
-    return builder.rule("items", _seq(first, after))
 
 
 def _python_search(pattern: str, text: str) -> bool:

@@ -21,15 +21,11 @@ SUPPORTED = frozenset({
     "minLength", "maxLength", "pattern", "format",
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "dependentRequired", "dependentSchemas", "dependencies", "propertyNames", "not",
+    "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
 })
 
 # The constraining keywords it cannot enforce yet, and what it says when it meets one.
 UNENFORCEABLE = {
-    "contains": "`contains` is not supported",
-    "minContains": "`minContains` is not supported",
-    "maxContains": "`maxContains` is not supported",
-    "unevaluatedProperties": "`unevaluatedProperties` is not supported",
-    "unevaluatedItems": "`unevaluatedItems` is not supported",
     "$dynamicRef": "dynamic references are not supported",
     "$recursiveRef": "recursive references ($recursiveRef) are not supported",
 }

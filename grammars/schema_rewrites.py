@@ -24,8 +24,37 @@ MAX_TRIGGERS = 4  # 2^4 branches at most
 TYPE_ORDER = ("object", "array", "string", "number", "integer", "boolean", "null")
 
 
+# Keywords that, beside `unevaluated*`, could evaluate more properties or items than the schema names
+_IN_PLACE = ("allOf", "anyOf", "oneOf", "$ref", "if", "then", "else", "not", "dependentSchemas", "dependencies",
+             "$dynamicRef", "$recursiveRef", "contains")
+
+
 class SchemaRewrites:
     """Mixed into the converter, which supplies `resolve`, `combine` and `unenforceable`."""
+
+    def localized(self, schema: Any, path: Path) -> Any:
+        """`unevaluatedProperties` / `unevaluatedItems` of a schema whose own keywords decide what
+        it evaluates (no in-place applicator left): the same as `additionalProperties` / the items
+        after the listed ones. Applied to each part before it is merged with others (a part's
+        `unevaluated*` sees only its own properties) and to the whole once its parts are merged."""
+        if not isinstance(schema, dict) or ("unevaluatedProperties" not in schema and "unevaluatedItems" not in schema):
+            return schema
+        local = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
+        if any(key in schema for key in _IN_PLACE):
+            for key in ("unevaluatedProperties", "unevaluatedItems"):
+                if key in schema:
+                    self.unenforceable(key, path, f"`{key}` beside applicators other than `allOf`, `anyOf`, "
+                                                  "`oneOf` and `$ref` at the same place is not supported")
+            return local
+        if "unevaluatedProperties" in schema and "additionalProperties" not in schema:
+            local["additionalProperties"] = schema["unevaluatedProperties"]
+        if "unevaluatedItems" in schema:
+            items = schema.get("items")
+            if isinstance(items, list) and "additionalItems" not in schema:
+                local["additionalItems"] = schema["unevaluatedItems"]
+            elif "items" not in schema:
+                local["items"] = schema["unevaluatedItems"]
+        return local
 
     def resolve(self, schema: Any, path: Path) -> Any:
         raise NotImplementedError
@@ -209,7 +238,7 @@ class SchemaRewrites:
         closed = "patternProperties" not in rest and (
             rest.get("additionalProperties") is False
             or ("additionalProperties" not in rest and ("properties" in rest or "required" in rest)))
-        checker = _name_checker(names_schema)
+        checker = value_checker(names_schema)
         if not closed or checker is None:
             self.unenforceable("propertyNames", path,
                                "`propertyNames` is supported for objects that allow only the properties they name")
@@ -223,14 +252,13 @@ class SchemaRewrites:
         return {**rest, "properties": properties}
 
 
-def _name_checker(schema: Any) -> Callable[[str], bool] | None:
-    """Whether a property name is valid under a `propertyNames` schema, by `jsonschema` (None for
-    a schema that refers elsewhere, which it cannot see alone)."""
+def value_checker(schema: Any) -> Callable[[Any], bool] | None:
+    """Whether a value is valid under `schema`, by `jsonschema` (None for a schema that refers
+    elsewhere, which it cannot see alone)."""
     if not isinstance(schema, dict) or "$ref" in json.dumps(schema):
         return None
     try:
-        validator = jsonschema.Draft202012Validator(schema)
-        validator.is_valid("")
+        jsonschema.Draft202012Validator.check_schema(schema)
     except jsonschema.exceptions.SchemaError:
         return None
-    return validator.is_valid
+    return jsonschema.Draft202012Validator(schema).is_valid

@@ -59,8 +59,7 @@ def test_if_then_else_constrain_only_together():
     assert caught.value.keyword == "if"
 
 
-@pytest.mark.parametrize("keyword", ["not", "contains",
-                                     "unevaluatedProperties", "$dynamicRef", "$recursiveRef"])
+@pytest.mark.parametrize("keyword", ["not", "$dynamicRef", "$recursiveRef"])
 def test_validation_keywords_it_cannot_enforce_are_still_refused(keyword: str):
     with pytest.raises(SchemaError) as caught:
         schema_to_gbnf({**PERSON, keyword: {} if keyword != "$dynamicRef" else "#x"})
@@ -176,3 +175,29 @@ def test_dependencies_on_many_properties_are_left_to_the_check() -> None:
     with pytest.raises(SchemaError, match="more than 4"):
         convert_schema(schema, strict=True)
     assert [e.keyword for e in convert_schema(schema, strict=False).deferred] == ["dependentRequired"]
+
+
+# unevaluated*: checked directly (the corpus's own model of the grammar does not read them)
+UNEVALUATED = [{"name": "uneval-allof-base", "schema": {"allOf": [{"$ref": "#/$defs/base"}], "properties": {"b": {"type": "boolean"}}, "unevaluatedProperties": False, "$defs": {"base": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 3}}}}}, "valid": [{}, {"a": 1}, {"b": True}], "invalid": [{"c": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}, {"c": "xyz"}, [], [1], [1, True], [1, 2], [True], [2, False, True], None, "s"], "narrowed": [{"a": 1, "b": False}]}, {"name": "uneval-in-branch", "schema": {"allOf": [{"properties": {"a": {"type": "integer", "minimum": 0, "maximum": 3}}, "unevaluatedProperties": False}, {"properties": {"b": {"type": "boolean"}}}]}, "valid": [{}, {"a": 1}, [], [1], [1, True], [1, 2], [True], [2, False, True], None, "s"], "invalid": [{"b": True}, {"a": 1, "b": False}, {"c": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}, {"c": "xyz"}]}, {"name": "uneval-anyof", "schema": {"type": "object", "anyOf": [{"properties": {"a": {"const": 1}}, "required": ["a"]}, {"properties": {"b": {"type": "boolean"}}, "required": ["b"]}], "unevaluatedProperties": False}, "valid": [{"a": 1}, {"b": True}], "invalid": [{}, {"c": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}, {"c": "xyz"}, [], [1], [1, True], [1, 2], [True], [2, False, True], None, "s"], "narrowed": [{"a": 1, "b": False}]}, {"name": "uneval-schema", "schema": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 3}}, "unevaluatedProperties": {"type": "string", "maxLength": 2}}, "valid": [{}, {"a": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}], "invalid": [{"b": True}, {"a": 1, "b": False}, {"c": 1}, {"c": "xyz"}, [], [1], [1, True], [1, 2], [True], [2, False, True], None, "s"]}, {"name": "uneval-items", "schema": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 0, "maximum": 3}], "unevaluatedItems": {"type": "boolean"}}, "valid": [[], [1], [1, True], [2, False, True]], "invalid": [{}, {"a": 1}, {"b": True}, {"a": 1, "b": False}, {"c": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}, {"c": "xyz"}, [1, 2], [True], None, "s"]}, {"name": "uneval-ref-sibling", "schema": {"$ref": "#/$defs/base", "properties": {"b": {"type": "boolean"}}, "unevaluatedProperties": False, "$defs": {"base": {"type": "object", "properties": {"a": {"type": "integer", "minimum": 0, "maximum": 3}}}}}, "valid": [{}, {"a": 1}, {"b": True}, {"a": 1, "b": False}], "invalid": [{"c": 1}, {"a": 1, "c": "x"}, {"a": 2, "c": "xy"}, {"c": "xyz"}, [], [1], [1, True], [1, 2], [True], [2, False, True], None, "s"]}]
+
+# contains: instances of up to four items drawn from the item schema's values, a few kept per case
+CONTAINS = [{"name": "contains-one", "schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "contains": {"const": 2}}, "valid": [[2], [0, 2], [1, 2], [2, 0], [2, 1], [2, 2], [2, 3], [3, 2], [0, 0, 2], [0, 1, 2], [0, 2, 0], [0, 2, 1]], "invalid": [[], [0], [1], [3], [0, 0], [0, 1], [0, 3], [1, 0], [1, 1], [1, 3], [3, 0], [3, 1]]}, {"name": "contains-bounded", "schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "contains": {"minimum": 3}, "minItems": 2, "maxItems": 3}, "valid": [[0, 3], [1, 3], [2, 3], [3, 0], [3, 1], [3, 2], [3, 3], [0, 0, 3], [0, 1, 3], [0, 2, 3], [0, 3, 0], [0, 3, 1]], "invalid": [[], [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [1, 0], [1, 1], [1, 2], [2, 0]]}, {"name": "contains-min-items", "schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "contains": {"const": 0}, "minItems": 3}, "valid": [[0, 0, 0], [0, 0, 1], [0, 0, 2], [0, 0, 3], [0, 1, 0], [0, 1, 1], [0, 1, 2], [0, 1, 3], [0, 2, 0], [0, 2, 1], [0, 2, 2], [0, 2, 3]], "invalid": [[], [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]]}, {"name": "contains-max-moot", "schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "contains": {"const": 1}, "maxContains": 2, "maxItems": 2}, "valid": [[1], [0, 1], [1, 0], [1, 1], [1, 2], [1, 3], [2, 1], [3, 1]], "invalid": [[], [0], [2], [3], [0, 0], [0, 2], [0, 3], [2, 0], [2, 2], [2, 3], [3, 0], [3, 2]]}, {"name": "contains-zero", "schema": {"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": 3}, "contains": {"const": 1}, "minContains": 0}, "valid": [[], [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]], "invalid": [["a"], [1, "b"], ["ab"], [None, "x"], {}]}, {"name": "contains-any-items", "schema": {"type": "array", "contains": {"type": "string", "maxLength": 1}, "maxItems": 2}, "valid": [["a"], [1, "b"], [None, "x"]], "invalid": [[], [0], [1], [2], [3], [0, 0], [0, 1], [0, 2], [0, 3], [1, 0], [1, 1], [1, 2]]}]
+
+
+@pytest.mark.parametrize("case", UNEVALUATED + CONTAINS, ids=[case["name"] for case in UNEVALUATED + CONTAINS])
+def test_unevaluated_and_contains_are_enforced_exactly(case: dict[str, Any]) -> None:
+    grammar = schema_to_gbnf(case["schema"])
+    validator = jsonschema.Draft202012Validator(case["schema"])
+    for instance in case["valid"]:
+        assert validator.is_valid(instance) and accepts(grammar, json.dumps(instance, separators=(",", ":")))
+    for instance in case["invalid"] + case.get("narrowed", []):
+        assert not accepts(grammar, json.dumps(instance, separators=(",", ":"))), instance
+    for instance in case["invalid"]:
+        assert not validator.is_valid(instance)
+
+
+def test_unevaluated_beside_in_place_applicators_is_left_to_the_check() -> None:
+    schema = {"type": "array", "contains": {"const": 1}, "unevaluatedItems": False}  # contains evaluates some
+    with pytest.raises(SchemaError, match="unevaluatedItems"):
+        convert_schema(schema, strict=True)
+    assert [e.keyword for e in convert_schema(schema, strict=False).deferred] == ["unevaluatedItems"]

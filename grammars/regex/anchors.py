@@ -13,7 +13,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from grammars.regex.errors import RegexError
-from grammars.regex.nodes import EMPTY, Alt, Anchor, CharSet, Node, Repeat, Seq, make_alt, make_repeat, make_seq
+from grammars.regex.nodes import (
+    EMPTY,
+    Alt,
+    Anchor,
+    CharSet,
+    Node,
+    Repeat,
+    Seq,
+    make_alt,
+    make_repeat,
+    make_seq,
+)
 from grammars.regex.parser import parse
 
 Signature = tuple[bool, bool]

@@ -74,8 +74,6 @@ UNSUPPORTED = {
     "contains",
     "minContains",
     "maxContains",
-    "unevaluatedProperties",
-    "unevaluatedItems",
     "$dynamicRef",
     "$dynamicAnchor",
     "$recursiveRef",
