@@ -148,7 +148,19 @@ def merge(a: dict, b: dict, path: Path) -> dict:
     _merge_values(merged, a, b, path)
     _set_bounds(merged, *_tightest(numeric_bounds(a), numeric_bounds(b)))
     _merge_additional(merged, a, b, path)
+    _merge_prefix(merged, a, b)
     return merged
+
+
+def _merge_prefix(merged: dict, a: dict, b: dict) -> None:
+    """A branch's `items` without `prefixItems` governs every item, the other branch's prefix
+    included (its `prefixItems` do not shift where this `items` starts)."""
+    for branch, other in ((a, b), (b, a)):
+        if "prefixItems" in branch and "prefixItems" not in other and "items" in other \
+                and not isinstance(other["items"], list):
+            every = other["items"]
+            merged["prefixItems"] = [_all_of(item, every) for item in branch["prefixItems"]]
+            merged["items"] = _all_of(branch.get("items", True), every)
 
 
 def _tightest(one: tuple, other: tuple) -> tuple:

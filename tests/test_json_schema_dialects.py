@@ -201,3 +201,12 @@ def test_unevaluated_beside_in_place_applicators_is_left_to_the_check() -> None:
     with pytest.raises(SchemaError, match="unevaluatedItems"):
         convert_schema(schema, strict=True)
     assert [e.keyword for e in convert_schema(schema, strict=False).deferred] == ["unevaluatedItems"]
+
+
+def test_items_of_one_branch_govern_the_prefix_of_another() -> None:
+    # JSON-Schema-Test-Suite: "items does not look in applicators" (accepted [3, 5] before)
+    schema = {"allOf": [{"prefixItems": [{"minimum": 3}]}], "items": {"minimum": 5}}
+    grammar = schema_to_gbnf(schema)
+    assert not accepts(grammar, "[3,5]") and accepts(grammar, "[5,5]")
+    cousins = {"allOf": [{"prefixItems": [True]}, {"unevaluatedItems": False}]}
+    assert not accepts(schema_to_gbnf(cousins), "[1]") and accepts(schema_to_gbnf(cousins), "[]")
