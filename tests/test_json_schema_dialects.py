@@ -210,3 +210,17 @@ def test_items_of_one_branch_govern_the_prefix_of_another() -> None:
     assert not accepts(grammar, "[3,5]") and accepts(grammar, "[5,5]")
     cousins = {"allOf": [{"prefixItems": [True]}, {"unevaluatedItems": False}]}
     assert not accepts(schema_to_gbnf(cousins), "[1]") and accepts(schema_to_gbnf(cousins), "[]")
+
+
+def test_references_into_embedded_resources_resolve_against_their_own_base() -> None:
+    schema = {"$id": "https://example.com/root.json", "type": "object",
+              "properties": {"tags": {"$ref": "list.json"}, "id": {"$ref": "https://example.com/item.json#/$defs/id"}},
+              "$defs": {"list": {"$id": "list.json", "type": "array", "items": {"$ref": "#/$defs/tag"},
+                                 "$defs": {"tag": {"enum": ["a", "b"]}}},
+                        "item": {"$id": "item.json", "$defs": {"id": {"type": "integer", "minimum": 0,
+                                                                          "maximum": 9}}}}}
+    grammar = schema_to_gbnf(schema)
+    assert accepts(grammar, '{"tags":["a","b"],"id":3}')
+    assert not accepts(grammar, '{"tags":["c"]}') and not accepts(grammar, '{"id":10}')
+    with pytest.raises(SchemaError, match="remote"):
+        schema_to_gbnf({"$ref": "https://example.com/elsewhere.json"})
