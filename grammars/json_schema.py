@@ -75,12 +75,8 @@ from grammars.schema_combine import (
 )
 from grammars.schema_errors import SchemaError
 from grammars.schema_keywords import (
-    CONDITIONAL,
-    SUPPORTED,
-    UNENFORCEABLE,
     constraining,
     dialect_of,
-    is_annotation,
 )
 from grammars.schema_refs import SchemaRefs
 from grammars.schema_rewrites import (
@@ -224,6 +220,7 @@ class _Converter(SchemaRewrites):
 
     def resolve(self, schema: Any, path: Path, hops: int = 0) -> Any:
         """`schema` with a top-level `$ref` replaced by (its target merged with) the rest."""
+        schema = self.static_ref(schema, path)
         if not isinstance(schema, dict) or "$ref" not in schema:
             return schema
         if hops > 32:
@@ -234,6 +231,30 @@ class _Converter(SchemaRewrites):
         if self.dialect.ref_overrides_siblings or not rest:
             return target
         return self.combine(self.localized(target, where), rest, path, part=False)
+
+    def static_ref(self, schema: Any, path: Path) -> Any:
+        """`$dynamicRef` / `$recursiveRef` as the `$ref` they are where nothing can extend them: the
+        document has at most one `$dynamicAnchor` of that name (`$recursiveAnchor: true`), so
+        every dynamic scope resolves them alike."""
+        if not isinstance(schema, dict):
+            return schema
+        for key, anchor in (("$dynamicRef", "$dynamicAnchor"), ("$recursiveRef", "$recursiveAnchor")):
+            if key not in schema:
+                continue
+            target = schema[key]
+            rest = {k: v for k, v in schema.items() if k != key}
+            name = target.partition("#")[2] if isinstance(target, str) else None
+            wanted = True if key == "$recursiveRef" else name
+            if name is None or "$ref" in schema:
+                self.unenforceable(key, path, f"`{key}` beside `$ref` is not supported")
+                return rest
+            if key == "$recursiveRef" or not name.startswith("/"):
+                if self.refs.count_anchor(anchor, wanted) > 1:
+                    self.unenforceable(key, path, f"`{key}` whose anchor is declared more than once (extended "
+                                                  "dynamically) is not supported")
+                    return rest
+            return {**rest, "$ref": target}
+        return schema
 
     def combine(self, a: Any, b: Any, path: Path, *, part: bool = True) -> Any:
         """`a` and `b` together; `part`: `b` is a part of `a`'s schema (an `allOf` branch, ...), whose
@@ -259,6 +280,7 @@ class _Converter(SchemaRewrites):
         if not isinstance(schema, dict):
             raise SchemaError("schema", path, "a schema must be an object or a boolean")
         self.check_keywords(schema, path)
+        schema = self.static_ref(schema, path)
         if "$ref" in schema:
             rest = constraining(schema, without=("$ref",))
             if self.dialect.ref_overrides_siblings or not rest:
@@ -283,18 +305,13 @@ class _Converter(SchemaRewrites):
         return self.typed(schema, path)
 
     def check_keywords(self, schema: dict, path: Path) -> None:
-        """Refuse the constraining keywords that cannot be enforced; annotations pass."""
-        for key, value in schema.items():
-            if key in SUPPORTED or is_annotation(key):
-                if key == "uniqueItems" and value is True:
-                    if self.unique_items:
-                        self.uses_unique_items = True
-                    else:
-                        self.unenforceable(key, path, "`uniqueItems` cannot be expressed as a grammar")
-                continue
-            if key in CONDITIONAL:
-                continue  # `conditional` decides (`if` alone, or `then`/`else` alone, constrain nothing)
-            self.unenforceable(key, path, UNENFORCEABLE[key])
+        """Note `uniqueItems` (left to decoding, or refused) and check `type`; the other keywords
+        are checked where they are written."""
+        if schema.get("uniqueItems") is True:
+            if self.unique_items:
+                self.uses_unique_items = True
+            else:
+                self.unenforceable("uniqueItems", path, "`uniqueItems` cannot be expressed as a grammar")
         types = schema.get("type")
         if types is not None:
             names = [types] if isinstance(types, str) else types

@@ -4,8 +4,8 @@ which draft a schema is written in.
 The keywords of the validation vocabularies (references, applicators, `unevaluated*`, validation,
 and OpenAPI 3.0's `nullable`) constrain values. Every other keyword is an annotation and changes
 nothing, as the specification says: `title`, `examples`, `discriminator`, `readOnly`, vendor keys
-(`x-...`, `_format`, ...), draft-04's `id`, and so on. Only a constraining keyword that a grammar
-cannot enforce makes the converter refuse a schema.
+(`x-...`, `_format`, ...), draft-04's `id`, anchors, and so on. Only a constraining keyword in a
+form a grammar cannot enforce makes the converter refuse a schema (or, not strict, defer it).
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-# The constraining keywords the converter enforces (with limits it states where it meets them).
-SUPPORTED = frozenset({
+# The constraining keywords, all read by the converter: each in the forms its method names, any
+# other form refused (strict) or left to the check of the finished answer.
+CONSTRAINING = frozenset({
     "type", "nullable", "enum", "const", "$ref", "allOf", "anyOf", "oneOf",
     "properties", "required", "additionalProperties", "patternProperties", "minProperties", "maxProperties",
     "items", "prefixItems", "additionalItems", "minItems", "maxItems", "uniqueItems",
@@ -22,17 +23,12 @@ SUPPORTED = frozenset({
     "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf",
     "dependentRequired", "dependentSchemas", "dependencies", "propertyNames", "not",
     "unevaluatedProperties", "unevaluatedItems", "contains", "minContains", "maxContains",
+    "$dynamicRef", "$recursiveRef",
 })
-
-# The constraining keywords it cannot enforce yet, and what it says when it meets one.
-UNENFORCEABLE = {
-    "$dynamicRef": "dynamic references are not supported",
-    "$recursiveRef": "recursive references ($recursiveRef) are not supported",
-}
 
 # `then` and `else` constrain only beside `if` (and `if` only beside one of them).
 CONDITIONAL = frozenset({"if", "then", "else"})
-VALIDATION = SUPPORTED | frozenset(UNENFORCEABLE) | CONDITIONAL  # `if` is read with `then` and `else`
+VALIDATION = CONSTRAINING | CONDITIONAL
 
 
 def is_annotation(key: str) -> bool:

@@ -54,6 +54,20 @@ class SchemaRefs:
                 best = (node, where, base)
         return best
 
+    def count_anchor(self, keyword: str, value: Any) -> int:
+        """How many schemas in the document declare `keyword: value`."""
+        count, stack = 0, [self.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, dict):
+                declared = node.get(keyword)
+                if declared == value and isinstance(declared, bool) == isinstance(value, bool):
+                    count += 1
+                stack.extend(v for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
+            elif isinstance(node, list):
+                stack.extend(node)
+        return count
+
     def lookup(self, ref: Any, path: Path) -> tuple[Any, Path, str]:
         """The schema a `$ref` at `path` points to, its path, and a key naming it."""
         if not isinstance(ref, str):
@@ -91,7 +105,7 @@ class SchemaRefs:
         while stack:
             node, where = stack.pop()
             if isinstance(node, dict):
-                if node.get("$anchor") == name:
+                if node.get("$anchor") == name or node.get("$dynamicAnchor") == name:
                     return node, where, _key(where)
                 stack.extend((v, (*where, k)) for k, v in node.items())
             elif isinstance(node, list):

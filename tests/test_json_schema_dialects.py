@@ -59,7 +59,7 @@ def test_if_then_else_constrain_only_together():
     assert caught.value.keyword == "if"
 
 
-@pytest.mark.parametrize("keyword", ["not", "$dynamicRef", "$recursiveRef"])
+@pytest.mark.parametrize("keyword", ["not", "$recursiveRef"])
 def test_validation_keywords_it_cannot_enforce_are_still_refused(keyword: str):
     with pytest.raises(SchemaError) as caught:
         schema_to_gbnf({**PERSON, keyword: {} if keyword != "$dynamicRef" else "#x"})
@@ -224,3 +224,19 @@ def test_references_into_embedded_resources_resolve_against_their_own_base() -> 
     assert not accepts(grammar, '{"tags":["c"]}') and not accepts(grammar, '{"id":10}')
     with pytest.raises(SchemaError, match="remote"):
         schema_to_gbnf({"$ref": "https://example.com/elsewhere.json"})
+
+
+def test_dynamic_references_that_nothing_extends_are_references() -> None:
+    tree = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$dynamicAnchor": "node", "type": "object",
+            "properties": {"name": {"type": "string", "maxLength": 3},
+                           "children": {"type": "array", "items": {"$dynamicRef": "#node"}}},
+            "required": ["name"], "additionalProperties": False}
+    grammar = schema_to_gbnf(tree)
+    assert accepts(grammar, '{"name":"a","children":[{"name":"b","children":[]}]}')
+    assert not accepts(grammar, '{"name":"a","children":[{"children":[]}]}')
+    recursive = {"$schema": "https://json-schema.org/draft/2019-09/schema", "$recursiveAnchor": True,
+                 "type": "array", "items": {"anyOf": [{"type": "integer"}, {"$recursiveRef": "#"}]}}
+    assert accepts(schema_to_gbnf(recursive), "[1,[2,[3]]]") and not accepts(schema_to_gbnf(recursive), '[1,["x"]]')
+    extended = {**tree, "$defs": {"other": {"$id": "other.json", "$dynamicAnchor": "node", "type": "integer"}}}
+    with pytest.raises(SchemaError, match="more than once"):
+        schema_to_gbnf(extended)

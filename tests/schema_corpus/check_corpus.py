@@ -75,7 +75,6 @@ UNSUPPORTED = {
     "minContains",
     "maxContains",
     "$dynamicRef",
-    "$dynamicAnchor",
     "$recursiveRef",
     "$anchor",
 }
