@@ -10,9 +10,10 @@ matter).
 
 Where an item's values are few and known (`enum`, `const`, booleans, integers in a small range), a
 token is refused as soon as every value it could still become is already in the array, so the
-model is never led into a dead end. Other items are checked when they end (a string's closing
-quote, the character after a number, a container's closing bracket): free strings and numbers can
-always go on instead.
+model is never led into a dead end; a string item with a `maxLength` is refused when it reaches
+that length equal to an earlier item (it could only close). Other items are checked when they
+end (a string's closing quote, the character after a number, a container's closing bracket):
+free strings and numbers can always go on instead.
 
 Only requests whose schema says `uniqueItems` pay for this, one small scan per token.
 """
@@ -182,6 +183,18 @@ class UniqueItemsGuard:
             texts.extend(values)
         return tuple(dict.fromkeys(texts))
 
+    def longest(self, written: list[Any]) -> int | None:
+        """The most characters a string item may have, when every schema written for it bounds it."""
+        bounds = []
+        for schema in written:
+            for candidate in self.expand([schema]):
+                if isinstance(candidate.get("maxLength"), int) and candidate.get("type") == "string":
+                    bounds.append(candidate["maxLength"])
+                    break
+            else:
+                return None
+        return max(bounds) if bounds else None
+
     def _domain_of(self, schema: Any, hops: int) -> tuple[bytes, ...] | None:
         if not isinstance(schema, dict) or hops > 16:
             return None
@@ -251,7 +264,7 @@ class _Container:
     """An object or array being written."""
 
     __slots__ = ("is_array", "schemas", "start", "key", "expect_key", "index", "unique", "seen", "domain",
-                 "item_start")
+                 "item_start", "longest")
 
     def __init__(self, is_array: bool, schemas: tuple[dict, ...], start: int):
         self.is_array = is_array
@@ -263,6 +276,7 @@ class _Container:
         self.unique = is_array and any(s.get("uniqueItems") is True for s in schemas)
         self.seen: frozenset[str] = frozenset()
         self.domain: tuple[bytes, ...] | None = None
+        self.longest: int | None = None  # the item's maxLength, when it is a string that has one
         self.item_start = -1
 
     def copy(self) -> _Container:
@@ -433,6 +447,7 @@ class GuardState:
         if top.unique:
             top.item_start = at
             top.domain = guard.domain(written)
+            top.longest = guard.longest(written) if top.domain is None else None
         return schemas
 
     def _complete(self, start: int, end: int) -> bool:
@@ -462,4 +477,12 @@ class GuardState:
         written = self.text[self.value_start:]
         if top.domain is not None:
             return any(text.startswith(written) and item_key(text) not in top.seen for text in top.domain)
+        if top.longest is not None and self.lexeme == _STRING and not self.escape:
+            # a string at its maxLength can only close: not when it would close on a taken value
+            whole = written + b'"'
+            try:
+                full = len(json.loads(whole)) >= top.longest
+            except ValueError:
+                return True
+            return not full or item_key(whole) not in top.seen
         return True

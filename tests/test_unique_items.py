@@ -112,3 +112,11 @@ def test_strictness_decides_what_is_refused_and_what_is_deferred() -> None:
     relaxed = convert_schema(schema, strict=False)
     assert relaxed.unique_items and [(e.keyword, e.path) for e in relaxed.deferred] == [("not", "/properties/a")]
     assert uses_unique_items(schema) and not uses_unique_items({"type": "array", "uniqueItems": False})
+
+
+def test_a_string_at_its_max_length_is_refused_when_it_could_only_close_on_a_taken_value() -> None:
+    schema = {"type": "array", "items": {"type": "string", "maxLength": 3}, "uniqueItems": True}
+    state = UniqueItemsGuard(schema).start().advance(b'["abc","ab')
+    assert state is not None
+    assert state.advance(b"c") is None  # "abc" is taken and nothing may follow its third character
+    assert state.advance(b"d") is not None and state.advance(b'"') is not None
