@@ -16,9 +16,9 @@ except a bounded allowance (`ws`: one space, or one newline and up to 20 spaces 
 - in form: object properties come in the schema's order; strings use the shortest escapes;
   numbers under bounds are written without exponent;
 - closed objects: an object schema that lists `properties` (or `required`) and says nothing of
-  `additionalProperties` (nor has `patternProperties`) gets only those properties, as OpenAI's
-  strict mode, llama.cpp and XGrammar generate; `additionalProperties: true` or a schema opens
-  it, and `{"type": "object"}` alone stays any object;
+  `additionalProperties` gets only those properties (and keys its `patternProperties` match), as
+  OpenAI's strict mode, llama.cpp and XGrammar generate; `additionalProperties: true` or a schema
+  opens it, and `{"type": "object"}` alone stays any object;
 - bounded numbers: a side of a range no bound limits stops where JSON parsers do: integers
   within 64 bits, other numbers within 10^17 in plain decimal, and at most 17 digits after the
   point beyond those a bound needs, with an exponent up to 308 where nothing bounds a number at
@@ -453,6 +453,8 @@ class _Converter(SchemaRewrites):
         patterns = schema.get("patternProperties", {})
         if not isinstance(patterns, dict):
             raise SchemaError("patternProperties", path, "`patternProperties` must be an object")
+        if patterns and "additionalProperties" not in schema:
+            additional = False  # closed when generating: the named properties and the patterns' keys
         min_count = _count(schema, "minProperties", path, 0) or 0
         max_count = _count(schema, "maxProperties", path, None)
         # Closed when generating: an object that declares its properties and is silent on the
