@@ -31,6 +31,7 @@ except a bounded allowance (`ws`: one space, or one newline and up to 20 spaces 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -65,6 +66,7 @@ from grammars.numbers import (
 )
 from grammars.regex import NEVER, RegexError, regex_to_gbnf
 from grammars.schema_combine import (
+    MAX_BRANCHES,
     canonical,
     disjoint,
     generated_apart,
@@ -94,7 +96,6 @@ MAX_SCHEMA_NODES = 20_000
 MAX_SCHEMA_DEPTH = 64
 MAX_RULES = 4_000
 MAX_GRAMMAR_CHARS = 400_000
-MAX_BRANCHES = 64  # anyOf/oneOf alternatives after distributing allOf
 
 WS = "ws"
 WS_BODY = '( " " | "\\n" [ \\t]{0,20} )?'
@@ -198,6 +199,7 @@ class _Converter(SchemaRewrites):
         self.refs = SchemaRefs(root, self.dialect)
         self.b = GrammarBuilder(max_rules=MAX_RULES, max_chars=MAX_GRAMMAR_CHARS)
         self.ref_rules: dict[str, str] = {}
+        self.ranges: dict[tuple, str] = {}  # number and integer ranges already written, by their bounds
         self.b.fixed(WS, WS_BODY)
         self.b.fixed(JSON_CHAR, JSON_CHAR_BODY)
 
@@ -213,6 +215,8 @@ class _Converter(SchemaRewrites):
         target, where, key = self.lookup(ref, path)
         name = self.ref_rules.get(key)
         if name is None:
+            if isinstance(target, dict) and "$ref" in target:
+                self.resolve(target, where)  # a chain of references only: refused if it goes round
             hint = str(where[-1]) if where else "root"
             name = self.ref_rules[key] = self.b.reserve(hint)
             self.b.define(name, self.value(target, where))
@@ -680,12 +684,15 @@ class _Converter(SchemaRewrites):
                 low = (-free, False)
             if high is None and low[0] < free:
                 high = (free, False)
-            try:
-                return self.b.rule("number", number_range(
-                    self.b, low and low[0], high and high[0],
-                    exclusive_minimum=bool(low and low[1]), exclusive_maximum=bool(high and high[1])))
-            except ValueError:
-                raise SchemaError("minimum", path, "no number satisfies the bounds") from None
+            key = ("number", low, high)
+            if key not in self.ranges:
+                try:
+                    self.ranges[key] = self.b.rule("number", number_range(
+                        self.b, low and low[0], high and high[0],
+                        exclusive_minimum=bool(low and low[1]), exclusive_maximum=bool(high and high[1])))
+                except ValueError:
+                    raise SchemaError("minimum", path, "no number satisfies the bounds") from None
+            return self.ranges[key]
         int_low = None if low is None else (math.floor(low[0]) + 1 if low[1] else math.ceil(low[0]))
         int_high = None if high is None else (math.ceil(high[0]) - 1 if high[1] else math.floor(high[0]))
         # the side no bound limits: 64 bits
@@ -693,10 +700,13 @@ class _Converter(SchemaRewrites):
             int_low = INT64_MIN
         if int_high is None and int_low <= INT64_MAX:
             int_high = INT64_MAX
-        try:
-            return self.b.rule("integer", integer_range(self.b, int_low, int_high))
-        except ValueError:
-            raise SchemaError("minimum", path, "no integer satisfies the bounds") from None
+        key = ("integer", int_low, int_high)
+        if key not in self.ranges:
+            try:
+                self.ranges[key] = self.b.rule("integer", integer_range(self.b, int_low, int_high))
+            except ValueError:
+                raise SchemaError("minimum", path, "no integer satisfies the bounds") from None
+        return self.ranges[key]
 
     def multiple_of(self, schema: dict, divisor: Any, low: Any, high: Any, integer: bool, path: Path) -> str:
         whole = _number_value(divisor) and Decimal(str(divisor)) == Decimal(str(divisor)).to_integral_value()
@@ -730,6 +740,11 @@ def _alternation(builder: GrammarBuilder, hint: str, options: list[str]) -> str:
 
 
 def _other_chars(taken: list[tuple[int, int]]) -> str | None:
+    return _chars_besides(tuple(taken))
+
+
+@functools.lru_cache(maxsize=4096)
+def _chars_besides(taken: tuple[tuple[int, int], ...]) -> str | None:
     rest = complement(normalize(taken)) if taken else [(0, MAX_CODE_POINT)]
     return json_chars(rest) if rest else None
 

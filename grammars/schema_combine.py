@@ -18,6 +18,8 @@ from grammars.schema_keywords import constraining, is_annotation
 Path = tuple[str | int, ...]
 Resolve = Callable[[Any, Path], Any]  # a schema with its top-level `$ref` replaced by the target
 
+MAX_BRANCHES = 64  # anyOf/oneOf alternatives after distributing allOf
+
 ALL_TYPES = ("null", "boolean", "object", "array", "number", "integer", "string")
 
 def canonical(value: Any) -> str:
@@ -137,6 +139,8 @@ def merge(a: dict, b: dict, path: Path) -> dict:
         elif key == "additionalProperties":
             continue  # combined below
         elif key in ("anyOf", "oneOf"):
+            if len(mine) * len(value) > MAX_BRANCHES:
+                raise SchemaError(key, path, f"more than {MAX_BRANCHES} alternatives")
             merged[key] = [_all_of(x, y) for x in mine for y in value]
         elif key == "allOf":
             merged[key] = [*mine, *value]

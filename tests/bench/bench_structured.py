@@ -10,7 +10,8 @@ On the default model, through one Fireside server, interleaved repetition by rep
     costs a second, constrained draw: the ratio includes those);
     and the same schema with `uniqueItems` on its list (every token read by the decode-time guard);
   - conversion time per schema (`convert_schema`, as the server converts without `strict`) over
-    the test corpus and the end-to-end schemas (median, p95, max).
+    the test corpus, the real-world corpus and the end-to-end schemas (median, p95, max), and the
+    time to refuse hostile schemas.
 
 Target: constrained decode >= 0.9 x free decode, as ratios of medians within the run.
 """
@@ -98,7 +99,8 @@ def redraw_cost() -> float:
 
 
 def conversion_times() -> list[float]:
-    schemas = [case["schema"] for path in sorted((ROOT / "tests" / "schema_corpus").glob("*.json"))
+    corpus = ROOT / "tests" / "schema_corpus"
+    schemas = [case["schema"] for path in [*sorted(corpus.glob("*.json")), *sorted((corpus / "real_world").glob("*.json"))]
                for case in json.loads(path.read_text())]
     schemas += [schema for _, _, schema in SCHEMAS] + [PEOPLE]
     times = []
@@ -112,6 +114,40 @@ def conversion_times() -> list[float]:
     return times
 
 
+def _nested(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"a": schema}}
+    return schema
+
+
+HOSTILE = {
+    "20,000+ nodes": {"type": "object", "properties": {f"p{i}": {"enum": [str(j) for j in range(20)]}
+                                                       for i in range(1200)}},
+    "nested 70 deep": _nested(70),
+    "pattern blow-up": {"type": "string", "pattern": "^(a|aa)*(b|bb)*(c|cc)*[a-z]{1,64}$", "maxLength": 512},
+    "anyOf product 8^4": {"allOf": [{"anyOf": [{"properties": {f"k{i}": {"const": j}}} for j in range(8)]}
+                                    for i in range(4)]},
+    "reference cycle": {"$defs": {"a": {"$ref": "#/$defs/b"}, "b": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"},
+    "200 bounded numbers": {"type": "object", "properties": {
+        f"n{i}": {"type": "number", "minimum": -1.123456789, "exclusiveMaximum": 98765.4321} for i in range(200)}},
+}
+
+
+def hostile_times() -> dict[str, tuple[float, str]]:
+    """Seconds to convert or refuse each hostile schema (target: refused in under 100 ms)."""
+    results = {}
+    for name, schema in HOSTILE.items():
+        start = time.perf_counter()
+        try:
+            convert_schema(schema, strict=True)
+            outcome = "converted"
+        except SchemaError as error:
+            outcome = f"refused ({error.keyword})"
+        results[name] = (time.perf_counter() - start, outcome)
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -121,6 +157,8 @@ def main() -> int:
     p95 = sorted(times)[int(0.95 * (len(times) - 1))]
     print(f"convert_schema over {len(times)} schemas: median {1000 * statistics.median(times):.2f} ms, "
           f"p95 {1000 * p95:.2f} ms, max {1000 * max(times):.2f} ms (target p95 < 10 ms)", flush=True)
+    for name, (seconds, outcome) in hostile_times().items():
+        print(f"  hostile: {name}: {outcome} in {1000 * seconds:.1f} ms (target < 100 ms)", flush=True)
     port = free_port()
     command = [str(FIRESIDE), "serve", "--port", str(port), "--ctx-size", "2048", "--parallel", "1"]
     formats = {"free": None, "schema": {"type": "json_schema", "json_schema": PEOPLE},
