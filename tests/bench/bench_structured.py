@@ -100,8 +100,8 @@ def redraw_cost() -> float:
 
 def conversion_times() -> list[float]:
     corpus = ROOT / "tests" / "schema_corpus"
-    schemas = [case["schema"] for path in [*sorted(corpus.glob("*.json")), *sorted((corpus / "real_world").glob("*.json"))]
-               for case in json.loads(path.read_text())]
+    paths = [*sorted(corpus.glob("*.json")), *sorted((corpus / "real_world").glob("*.json"))]
+    schemas = [case["schema"] for path in paths for case in json.loads(path.read_text())]
     schemas += [schema for _, _, schema in SCHEMAS] + [PEOPLE]
     times = []
     for schema in schemas:
