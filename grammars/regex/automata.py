@@ -13,6 +13,7 @@ from grammars.regex.nodes import Alt, CharSet, Node, Repeat, Seq
 
 _MAX_NFA_STATES = 20_000
 _MAX_DFA_STATES = 2_000
+_MAX_WORK = 100_000
 
 Bound = int | None  # an upper length bound; None: unbounded
 
@@ -171,6 +172,7 @@ def minimal_dfa(node: Node, alphabet: Alphabet, high: Bound) -> Dfa | None:
     sets = [start]
     depths = [0]  # breadth first: the fewest characters that reach each state
     moves: list[dict[int, int]] = []
+    work = 0  # NFA edges followed: bounds the time a hostile pattern takes to refuse
     while len(moves) < len(sets):
         if high is not None and depths[len(moves)] >= high:
             moves.append({})  # only ever reached with no characters left
@@ -181,8 +183,11 @@ def minimal_dfa(node: Node, alphabet: Alphabet, high: Bound) -> Dfa | None:
         targets: dict[int, set[int]] = {}
         for state in sets[len(moves)]:
             for atoms, target in nfa.edges[state]:
+                work += len(atoms)
                 for atom in atoms:
                     targets.setdefault(atom, set()).add(target)
+        if work > _MAX_WORK:
+            raise too_complex(f"the pattern needs more than {_MAX_WORK} steps to turn into an automaton")
         row: dict[int, int] = {}
         for atom in sorted(targets):
             subset = state_of(frozenset(targets[atom]))
