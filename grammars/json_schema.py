@@ -81,12 +81,8 @@ from grammars.schema_keywords import (
     dialect_of,
 )
 from grammars.schema_refs import SchemaRefs
-from grammars.schema_rewrites import (
-    DEPENDENT_KEYS,
-    TYPE_ORDER,
-    SchemaRewrites,
-    value_checker,
-)
+from grammars.schema_rewrites import DEPENDENT_KEYS, TYPE_ORDER, SchemaRewrites
+from grammars.schema_values import value_checker
 
 __all__ = ["SchemaError", "SchemaGrammar", "convert_schema", "schema_to_gbnf", "JSON_OBJECT_GRAMMAR"]
 

@@ -8,12 +8,14 @@ both together, or raises `SchemaError`.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 from grammars.schema_errors import SchemaError
 from grammars.schema_keywords import constraining, is_annotation
+from grammars.schema_values import value_checker
 
 Path = tuple[str | int, ...]
 Resolve = Callable[[Any, Path], Any]  # a schema with its top-level `$ref` replaced by the target
@@ -252,9 +254,24 @@ def disjoint(a: Any, b: Any, resolve: Resolve, path: Path, depth: int = 0) -> bo
         return not {canonical(v) for v in values_a} & {canonical(v) for v in values_b}
     if types_a | types_b <= {"number", "integer"} and _ranges_disjoint(a, b):
         return True
+    if types_a | types_b <= {"string"} and _lengths_apart(a, b):
+        return True
+    for values, other in ((values_a, b), (values_b, a)):
+        if values is not None:  # every value of one is invalid under the other
+            valid = value_checker(other)
+            if valid is not None and not any(valid(v) for v in values):
+                return True
     if types_a & types_b <= {"object"} and _discriminated(a, b, resolve, path, depth):
         return True
     return False
+
+
+def _lengths_apart(a: dict, b: dict) -> bool:
+    def span(schema: dict) -> tuple[int, float]:
+        low, high = schema.get("minLength", 0), schema.get("maxLength", math.inf)
+        return (low if isinstance(low, int) else 0), (high if isinstance(high, int) else math.inf)
+    (low_a, high_a), (low_b, high_b) = span(a), span(b)
+    return high_a < low_b or high_b < low_a
 
 
 def _possible_types(schema: dict) -> set[str]:

@@ -7,15 +7,12 @@ finished answer (`unenforceable`)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from typing import Any
-
-import jsonschema
 
 from grammars.schema_combine import canonical, type_set
 from grammars.schema_errors import SchemaError
 from grammars.schema_keywords import CONDITIONAL, constraining
+from grammars.schema_values import value_checker
 
 Path = tuple[str | int, ...]
 
@@ -250,15 +247,3 @@ class SchemaRewrites:
                     raise SchemaError("propertyNames", path, f"required property `{name}` breaks `propertyNames`")
                 properties[name] = False
         return {**rest, "properties": properties}
-
-
-def value_checker(schema: Any) -> Callable[[Any], bool] | None:
-    """Whether a value is valid under `schema`, by `jsonschema` (None for a schema that refers
-    elsewhere, which it cannot see alone)."""
-    if not isinstance(schema, dict) or "$ref" in json.dumps(schema):
-        return None
-    try:
-        jsonschema.Draft202012Validator.check_schema(schema)
-    except jsonschema.exceptions.SchemaError:
-        return None
-    return jsonschema.Draft202012Validator(schema).is_valid

@@ -240,3 +240,13 @@ def test_dynamic_references_that_nothing_extends_are_references() -> None:
     extended = {**tree, "$defs": {"other": {"$id": "other.json", "$dynamicAnchor": "node", "type": "integer"}}}
     with pytest.raises(SchemaError, match="more than once"):
         schema_to_gbnf(extended)
+
+
+def test_one_of_branches_apart_by_values_another_rejects_or_by_string_lengths() -> None:
+    codes = {"oneOf": [{"enum": ["US", "GB"]}, {"type": "string", "pattern": "^[0-9]+$"}]}
+    grammar = schema_to_gbnf(codes)
+    assert accepts(grammar, '"US"') and accepts(grammar, '"42"') and not accepts(grammar, '"FR"')
+    lengths = {"oneOf": [{"type": "string", "maxLength": 2}, {"type": "string", "minLength": 3, "maxLength": 4}]}
+    assert accepts(schema_to_gbnf(lengths), '"ab"') and accepts(schema_to_gbnf(lengths), '"abc"')
+    with pytest.raises(SchemaError, match="may both match"):  # "12" is under both
+        schema_to_gbnf({"oneOf": [{"enum": ["12", "x"]}, {"type": "string", "pattern": "^[0-9]+$"}]})
