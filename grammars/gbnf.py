@@ -199,6 +199,13 @@ class GrammarBuilder:
             self._by_body.setdefault(body, name)
         return name
 
+    def snapshot(self) -> tuple[dict[str, str | None], dict[str, str], int]:
+        return dict(self._rules), dict(self._by_body), self._chars
+
+    def restore(self, saved: tuple[dict[str, str | None], dict[str, str], int]) -> None:
+        """Forget the rules defined since `snapshot` (an alternative that turned out empty)."""
+        self._rules, self._by_body, self._chars = dict(saved[0]), dict(saved[1]), saved[2]
+
     def _check(self) -> None:
         if len(self._rules) > self.max_rules:
             raise GrammarTooLarge(f"the grammar would need more than {self.max_rules} rules")

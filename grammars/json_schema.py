@@ -35,6 +35,7 @@ import functools
 import json
 import math
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -75,7 +76,7 @@ from grammars.schema_combine import (
     numeric_bounds,
     type_set,
 )
-from grammars.schema_errors import SchemaError
+from grammars.schema_errors import SchemaError, Unsatisfiable
 from grammars.schema_keywords import (
     constraining,
     dialect_of,
@@ -232,6 +233,16 @@ class _Converter(SchemaRewrites):
             return target
         return self.combine(self.localized(target, where), rest, path, part=False)
 
+    def unless_unsatisfiable(self, write: Callable[[Any, Path], str], schema: Any, path: Path) -> str | None:
+        """`write(schema, path)`, or None (and the grammar as it was) when `schema` admits no value."""
+        saved = self.b.snapshot(), dict(self.ref_rules), dict(self.ranges)
+        try:
+            return write(schema, path)
+        except Unsatisfiable:
+            self.b.restore(saved[0])
+            self.ref_rules, self.ranges = saved[1], saved[2]
+            return None
+
     def static_ref(self, schema: Any, path: Path) -> Any:
         """`$dynamicRef` / `$recursiveRef` as the `$ref` they are where nothing can extend them: the
         document has at most one `$dynamicAnchor` of that name (`$recursiveAnchor: true`), so
@@ -276,7 +287,7 @@ class _Converter(SchemaRewrites):
         if schema is True:
             return self.any_value()
         if schema is False:
-            raise SchemaError("false", path, "the schema `false` admits no value here")
+            raise Unsatisfiable("false", path, "the schema `false` admits no value here")
         if not isinstance(schema, dict):
             raise SchemaError("schema", path, "a schema must be an object or a boolean")
         self.check_keywords(schema, path)
@@ -286,6 +297,11 @@ class _Converter(SchemaRewrites):
             if self.dialect.ref_overrides_siblings or not rest:
                 return self.ref_rule(schema["$ref"], path)
             return self.value(self.resolve(schema, path), path)
+        # composition first: what follows reads the whole object (each alternative carries the rest)
+        if "allOf" in schema:
+            return self.all_of(schema, path)
+        if "anyOf" in schema or "oneOf" in schema:
+            return self.alternatives(schema, path)
         if "not" in schema:
             return self.value(self.negation(schema, path), path)
         if "if" in schema or "then" in schema or "else" in schema:
@@ -294,10 +310,6 @@ class _Converter(SchemaRewrites):
             return self.value(self.dependent(schema, path), path)
         if "propertyNames" in schema:
             return self.value(self.property_names(schema, path), path)
-        if "allOf" in schema:
-            return self.all_of(schema, path)
-        if "anyOf" in schema or "oneOf" in schema:
-            return self.alternatives(schema, path)
         if "unevaluatedProperties" in schema or "unevaluatedItems" in schema:
             schema = self.localized(schema, path)  # its parts are merged: what it names is all it evaluates
         if "enum" in schema or "const" in schema:
@@ -340,9 +352,11 @@ class _Converter(SchemaRewrites):
         for i, branch in enumerate(branches):
             if isinstance(branch, dict):
                 self.check_keywords(branch, (*path, "allOf", i))
-            merged = self.combine(merged, self.resolve(branch, (*path, "allOf", i)), (*path, "allOf", i))
+            branch = self.resolve(branch, (*path, "allOf", i))
+            merged = self.without_clashes(merged, branch, path)
+            merged = self.combine(merged, branch, (*path, "allOf", i))
         if merged is False:
-            raise SchemaError("allOf", path, "the allOf branches admit no common value")
+            raise Unsatisfiable("allOf", path, "the allOf branches admit no common value")
         return self.value(merged, path)
 
     def alternatives(self, schema: dict, path: Path) -> str:
@@ -376,7 +390,9 @@ class _Converter(SchemaRewrites):
                 if shared else branch
             if combined is False:
                 continue
-            options.append(self.value(combined, where))
+            option = self.unless_unsatisfiable(self.value, combined, where)
+            if option is not None:
+                options.append(option)
         if not options:
             raise SchemaError(keyword, path, f"no `{keyword}` branch admits a value")
         return _alternation(self.b, keyword.lower(), list(dict.fromkeys(options)))
@@ -398,7 +414,7 @@ class _Converter(SchemaRewrites):
         types = type_set(schema)
         kept = [v for v in values if json_type(v) in types]
         if not kept:
-            raise SchemaError(keyword, path, f"no value of `{keyword}` has an allowed type")
+            raise Unsatisfiable(keyword, path, f"no value of `{keyword}` has an allowed type")
         return _alternation(self.b, "enum", list(dict.fromkeys(self.constant(v) for v in kept)))
 
     def constant(self, value: Any) -> str:
@@ -465,7 +481,7 @@ class _Converter(SchemaRewrites):
         for name, sub in properties.items():
             if sub is False:
                 if name in required:
-                    raise SchemaError("required", path, f"property `{name}` is required but its schema is `false`")
+                    raise Unsatisfiable("required", path, f"property `{name}` is required but its schema is `false`")
                 continue
             declared.append((name, sub, (*path, "properties", name)))
         for name in required:
@@ -687,7 +703,7 @@ class _Converter(SchemaRewrites):
                         self.b, low and low[0], high and high[0],
                         exclusive_minimum=bool(low and low[1]), exclusive_maximum=bool(high and high[1])))
                 except ValueError:
-                    raise SchemaError("minimum", path, "no number satisfies the bounds") from None
+                    raise Unsatisfiable("minimum", path, "no number satisfies the bounds") from None
             return self.ranges[key]
         int_low = None if low is None else (math.floor(low[0]) + 1 if low[1] else math.ceil(low[0]))
         int_high = None if high is None else (math.ceil(high[0]) - 1 if high[1] else math.floor(high[0]))
@@ -701,7 +717,7 @@ class _Converter(SchemaRewrites):
             try:
                 self.ranges[key] = self.b.rule("integer", integer_range(self.b, int_low, int_high))
             except ValueError:
-                raise SchemaError("minimum", path, "no integer satisfies the bounds") from None
+                raise Unsatisfiable("minimum", path, "no integer satisfies the bounds") from None
         return self.ranges[key]
 
     def multiple_of(self, schema: dict, divisor: Any, low: Any, high: Any, integer: bool, path: Path) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from grammars.schema_errors import SchemaError
+from grammars.schema_errors import SchemaError, Unsatisfiable
 from grammars.schema_keywords import constraining, is_annotation
 from grammars.schema_values import value_checker
 
@@ -196,7 +196,7 @@ def _merge_values(merged: dict, a: dict, b: dict, path: Path) -> None:
         keys = {canonical(v) for v in other}
         kept = [v for v in kept if canonical(v) in keys]
     if not kept:
-        raise SchemaError("enum", path, "the allOf branches allow no common value")
+        raise Unsatisfiable("enum", path, "the allOf branches allow no common value")
     merged["enum"] = kept
 
 

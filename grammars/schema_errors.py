@@ -16,3 +16,8 @@ class SchemaError(ValueError):
         self.path = pointer(path)
         self.reason = reason
         super().__init__(f"{reason} (keyword `{keyword}` at {self.path or '/'})")
+
+
+class Unsatisfiable(SchemaError):
+    """A schema (or part of one) that no value satisfies: an alternative that says so is left
+    out, a whole schema that says so is refused."""

@@ -62,6 +62,20 @@ class SchemaRewrites:
     def unenforceable(self, keyword: str, path: Path, reason: str) -> None:
         raise NotImplementedError
 
+    def without_clashes(self, merged: Any, branch: Any, path: Path) -> Any:
+        """Before `branch` joins `merged` (allOf): a conditional, a `not` or dependencies that both
+        have cannot sit in one schema, so `merged`'s are written out first (as what they leave)."""
+        if not isinstance(merged, dict) or not isinstance(branch, dict):
+            return merged
+        if "not" in merged and "not" in branch:
+            merged = self.negation(merged, path)
+        if isinstance(merged, dict) and set(merged) & CONDITIONAL and set(branch) & CONDITIONAL:
+            merged = self.conditional(merged, path)
+        if isinstance(merged, dict) and any(k in merged for k in DEPENDENT_KEYS) and any(
+                k in branch for k in DEPENDENT_KEYS):
+            merged = self.dependent(merged, path)
+        return merged
+
     def dependent(self, schema: dict, path: Path) -> Any:
         """`dependentRequired`, `dependentSchemas` and draft-07's `dependencies` as an `anyOf`, one
         branch per set of trigger properties present (absent ones ruled out in that branch)."""
@@ -212,16 +226,27 @@ class SchemaRewrites:
         return different
 
     def finite_values(self, schema: Any, path: Path) -> list[Any] | None:
+        """The values `schema` allows when they are finitely many and known (None: not so)."""
         schema = self.resolve(schema, path) if isinstance(schema, dict) else schema
         if not isinstance(schema, dict):
             return None
+        own: list[Any] | None = None
         if "const" in schema:
-            return [schema["const"]]
-        if isinstance(schema.get("enum"), list):
-            return list(schema["enum"])
-        if schema.get("type") == "boolean":
-            return [True, False]
-        return None
+            own = [schema["const"]]
+        elif isinstance(schema.get("enum"), list):
+            own = list(schema["enum"])
+        elif schema.get("type") == "boolean" or schema.get("type") == ["boolean"]:
+            own = [True, False]
+        parts = [own] + [self.finite_values(part, path) for part in schema.get("allOf", [])
+                         if isinstance(schema.get("allOf"), list)]
+        known = [values for values in parts if values is not None]
+        if not known:
+            return None
+        kept = known[0]
+        for values in known[1:]:  # allOf: the values every part allows
+            allowed = {canonical(v) for v in values}
+            kept = [v for v in kept if canonical(v) in allowed]
+        return kept
 
     def property_names(self, schema: dict, path: Path) -> Any:
         """`propertyNames` where an object has no properties beyond those it names: the names it

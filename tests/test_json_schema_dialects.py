@@ -250,3 +250,19 @@ def test_one_of_branches_apart_by_values_another_rejects_or_by_string_lengths() 
     assert accepts(schema_to_gbnf(lengths), '"ab"') and accepts(schema_to_gbnf(lengths), '"abc"')
     with pytest.raises(SchemaError, match="may both match"):  # "12" is under both
         schema_to_gbnf({"oneOf": [{"enum": ["12", "x"]}, {"type": "string", "pattern": "^[0-9]+$"}]})
+
+
+def test_all_of_branches_that_each_have_a_conditional() -> None:
+    kinds = {"enum": ["input", "textarea", "dropdown"]}
+    schema = {"type": "object", "properties": {"type": kinds, "label": {"type": "string", "maxLength": 5},
+                                               "options": {"type": "array", "items": {"type": "string", "maxLength": 3},
+                                                           "maxItems": 2}},
+              "required": ["type"], "additionalProperties": False,
+              "allOf": [{"if": {"properties": {"type": {"const": "dropdown"}}}, "then": {"required": ["options"]}},
+                        {"if": {"properties": {"type": {"const": "input"}}}, "then": {"required": ["label"]}}]}
+    grammar = schema_to_gbnf(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    for instance in ({"type": "dropdown", "options": ["a"]}, {"type": "input", "label": "x"}, {"type": "textarea"},
+                     {"type": "dropdown"}, {"type": "input"}, {"type": "input", "options": []}):
+        text = json.dumps(instance, separators=(",", ":"))
+        assert accepts(grammar, text) == validator.is_valid(instance), instance
