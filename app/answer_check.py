@@ -15,8 +15,10 @@ from typing import Any
 
 import jsonschema
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from grammars.schema_errors import pointer
+from grammars.schema_keywords import schema_objects
 
 MAX_VIOLATIONS = 10
 _MESSAGE_LIMIT = 300
@@ -84,18 +86,19 @@ class AnswerCheck:
         return found[:MAX_VIOLATIONS]
 
 
+def reported(check: AnswerCheck | None, content: str, calls: list[tuple[str, str]],
+             finish_reason: str) -> list[SchemaViolation] | UnsetType:
+    """A choice's `schema_violations`: UNSET (left out) when there is no check or nothing broke."""
+    if check is None:
+        return UNSET
+    return check.answer(content, calls, finish_reason) or UNSET
+
+
 def _default_validator(schema: Any) -> type:
     """2020-12, unless the schema uses draft-07's array form of `items` (which the converter reads
     in every draft)."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if isinstance(node.get("items"), list) or "additionalItems" in node:
-                return jsonschema.Draft7Validator
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    if any(isinstance(node.get("items"), list) or "additionalItems" in node for node in schema_objects(schema)):
+        return jsonschema.Draft7Validator
     return jsonschema.Draft202012Validator
 
 
@@ -104,19 +107,13 @@ def _openapi_nullable(schema: Any) -> Any:
     if not json.dumps(schema).count('"nullable"'):
         return schema
     schema = copy.deepcopy(schema)
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("nullable") is True:
-                kind = node.get("type")
-                if isinstance(kind, str):
-                    node["type"] = [kind, "null"]
-                elif isinstance(kind, list) and "null" not in kind:
-                    node["type"] = [*kind, "null"]
-                if isinstance(node.get("enum"), list) and None not in node["enum"]:
-                    node["enum"] = [*node["enum"], None]
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    for node in schema_objects(schema):
+        if node.get("nullable") is True:
+            kind = node.get("type")
+            if isinstance(kind, str):
+                node["type"] = [kind, "null"]
+            elif isinstance(kind, list) and "null" not in kind:
+                node["type"] = [*kind, "null"]
+            if isinstance(node.get("enum"), list) and None not in node["enum"]:
+                node["enum"] = [*node["enum"], None]
     return schema

@@ -128,10 +128,8 @@ def format_grammar(served: ServedModel, response_format: ResponseFormat,
     converted = answer.format
     guard = None
     if converted.unique_items:
-        guard = UniqueItemsGuard(
-            converted.schema, opener=reasoning.answer_opener if reasoning is not None else "",
-            reasoning_start=reasoning.start if reasoning is not None else None,
-            reasoning_end=reasoning.end + reasoning.after if reasoning is not None else None)
+        guard = UniqueItemsGuard(converted.schema, opener=reasoning.answer_opener if reasoning is not None else "",
+                                 **_reasoning_markers(reasoning))
     check = None
     if converted.unique_items or converted.deferred:
         check = AnswerCheck(content=SchemaCheck(converted.schema))
@@ -163,10 +161,7 @@ def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, reasoni
             unique.append(parameters)
     guard = None
     if unique:
-        guard = UniqueItemsGuard.for_calls(
-            unique, opener=chat.tool_syntax.opener,
-            reasoning_start=reasoning.start if reasoning is not None else None,
-            reasoning_end=reasoning.end + reasoning.after if reasoning is not None else None)
+        guard = UniqueItemsGuard.for_calls(unique, opener=chat.tool_syntax.opener, **_reasoning_markers(reasoning))
     try:
         text = chat.tool_syntax.call_grammar(allowed, parallel=tools.parallel)
     except SchemaError as error:
@@ -187,6 +182,13 @@ def call_grammar(served: ServedModel, chat: ChatFormat, tools: ToolPlan, reasoni
     text = with_free_text_first(text, opener=chat.tool_syntax.opener)
     return Constraint(compile_grammar(served, text, reasoning, param="tools", root=OPTIONAL_ROOT), guard,
                       check.or_none())
+
+
+def _reasoning_markers(reasoning: ReasoningFirst | None) -> dict[str, str | None]:
+    """Where a uniqueItems guard skips the reasoning block: as the grammar writes it."""
+    if reasoning is None:
+        return {"reasoning_start": None, "reasoning_end": None}
+    return {"reasoning_start": reasoning.start, "reasoning_end": reasoning.end + reasoning.after}
 
 
 @functools.lru_cache(maxsize=256)

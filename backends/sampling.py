@@ -210,7 +210,7 @@ class SamplerChain:
         if self._greedy:
             logits = self._biased_logits(ctx, output_index)
             token = int(logits.argmax())
-            if not (grammar.allows(token) and self._approves(token)):
+            if not (grammar.allows(token) and (self._guard is None or self._approves(token))):
                 grammar.constrain(candidates.fill(logits))
                 column = candidates.data["logit"]  # the grammar keeps the order
                 while True:
@@ -226,7 +226,7 @@ class SamplerChain:
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, output_index), shape=(self._n_vocab,))
             llama_cpp.llama_sampler_apply(self.handle, ctypes.byref(candidates.fill(logits)))
             token = candidates.selected()
-            if token == NO_TOKEN or not (grammar.allows(token) and self._approves(token)):
+            if token == NO_TOKEN or not (grammar.allows(token) and (self._guard is None or self._approves(token))):
                 grammar.constrain(candidates.fill(logits))
                 if candidates.data["logit"].max() == _NEG_INF:
                     return NO_TOKEN
@@ -239,8 +239,7 @@ class SamplerChain:
     def _approves(self, token: int) -> bool:
         """Whether the guard (if any) lets `token` follow; its next state waits in `_guarded`."""
         guard = self._guard
-        if guard is None or token in self._eog:
-            self._guarded = guard
+        if guard is None or token in self._eog:  # an ending token: nothing more to read
             return True
         assert self._token_bytes is not None
         self._guarded, self._guarded_for = guard.advance(self._token_bytes(token)), token
@@ -280,7 +279,8 @@ class SamplerChain:
             if not self._grammar.allows(token) or not self._approves(token):
                 return False
             self._grammar.accept(token)
-            self._guard = self._guarded
+            if self._guard is not None:
+                self._guard = self._guarded
         if self.handle:
             llama_cpp.llama_sampler_accept(self.handle, token)
         return True

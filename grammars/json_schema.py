@@ -55,7 +55,7 @@ from grammars.gbnf import (
     normalize,
     repeat,
 )
-from grammars.item_sequences import array_items, object_items
+from grammars.item_sequences import COMMA, array_items, object_items
 from grammars.numbers import (
     INT64_MAX,
     INT64_MIN,
@@ -98,7 +98,6 @@ WS = "ws"
 WS_BODY = '( " " | "\\n" [ \\t]{0,20} )?'
 QUOTE = literal('"')
 COLON = literal(":") + " " + WS
-COMMA = literal(",") + " " + WS  # item_sequences.COMMA
 _ANY_BODIES = {
     "value": 'object | array | string | number | "true" | "false" | "null"',
     "object": '"{" ws ( string ":" ws value ( "," ws string ":" ws value )* ws )? "}"',
@@ -659,7 +658,7 @@ class _Converter(SchemaRewrites):
         try:
             return self.pattern(pattern, path, min_length, max_length)
         except SchemaError as error:
-            if self.strict or not isinstance(pattern, str) or content_is_empty(error):
+            if self.strict or not isinstance(pattern, str) or isinstance(error, Unsatisfiable):
                 raise
             self.deferred.append(error)
             return None
@@ -672,7 +671,7 @@ class _Converter(SchemaRewrites):
         except RegexError as error:
             raise SchemaError("pattern", path, f"pattern `{pattern}`: {error}") from None
         if content == NEVER:
-            raise SchemaError("pattern", path, f"{_NO_MATCH} `{pattern}` within the length bounds")
+            raise Unsatisfiable("pattern", path, f"no string matches pattern `{pattern}` within the length bounds")
         return content
 
     # ---- numbers ---------------------------------------------------------------------------
@@ -735,14 +734,6 @@ class _Converter(SchemaRewrites):
 
 
 # ---- item sequences ------------------------------------------------------------------------
-
-
-_NO_MATCH = "no string matches pattern"
-
-
-def content_is_empty(error: SchemaError) -> bool:
-    """Whether the error says no string at all is allowed (not: the pattern is not supported)."""
-    return error.reason.startswith(_NO_MATCH)
 
 
 def _alternation(builder: GrammarBuilder, hint: str, options: list[str]) -> str:

@@ -97,7 +97,7 @@ def _grammar_of(schema: Any, strict: bool, unique_items: bool) -> FormatGrammar:
     # keyed by the schema's JSON with key order kept: property order shapes the grammar
     text = json.dumps(schema, ensure_ascii=False)
     converted = _cached_conversion(text, strict, unique_items)
-    return FormatGrammar(converted.grammar, json.loads(text), converted.unique_items, converted.deferred)
+    return FormatGrammar(converted.grammar, schema, converted.unique_items, converted.deferred)
 
 
 @functools.lru_cache(maxsize=256)

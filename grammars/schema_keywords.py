@@ -10,6 +10,7 @@ form a grammar cannot enforce makes the converter refuse a schema (or, not stric
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,23 @@ VALIDATION = CONSTRAINING | CONDITIONAL
 def is_annotation(key: str) -> bool:
     """Whether a schema keyword changes nothing about which values are valid."""
     return key not in VALIDATION
+
+
+# Keywords whose values are data, not schemas: a walk over the schema objects does not enter them.
+_DATA = frozenset({"enum", "const", "examples", "default"})
+
+
+def schema_objects(schema: Any) -> Iterator[dict]:
+    """Every object in a schema document (each yielded before the walk enters it), not those
+    inside data such as `enum` values."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            yield node
+            stack.extend(value for key, value in node.items() if key not in _DATA)
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 def constraining(schema: dict[str, Any], *, without: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -7,8 +7,8 @@ from __future__ import annotations
 import urllib.parse
 from typing import Any
 
-from grammars.schema_errors import SchemaError
-from grammars.schema_keywords import Dialect
+from grammars.schema_errors import SchemaError, pointer
+from grammars.schema_keywords import Dialect, schema_objects
 
 Path = tuple[str | int, ...]
 
@@ -56,17 +56,8 @@ class SchemaRefs:
 
     def count_anchor(self, keyword: str, value: Any) -> int:
         """How many schemas in the document declare `keyword: value`."""
-        count, stack = 0, [self.root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, dict):
-                declared = node.get(keyword)
-                if declared == value and isinstance(declared, bool) == isinstance(value, bool):
-                    count += 1
-                stack.extend(v for k, v in node.items() if k not in ("enum", "const", "examples", "default"))
-            elif isinstance(node, list):
-                stack.extend(node)
-        return count
+        return sum(1 for node in schema_objects(self.root)
+                   if node.get(keyword) == value and isinstance(node.get(keyword), bool) == isinstance(value, bool))
 
     def lookup(self, ref: Any, path: Path) -> tuple[Any, Path, str]:
         """The schema a `$ref` at `path` points to, its path, and a key naming it."""
@@ -97,7 +88,7 @@ class SchemaRefs:
                 node, where = node[int(part)], (*where, int(part))
             else:
                 raise SchemaError("$ref", path, f"`{ref}` points to nothing in the schema")
-        return node, where, _key(where)
+        return node, where, "#" + pointer(where)
 
     def anchor(self, name: str, ref: str, path: Path, start: Any = None,
                start_where: Path = ()) -> tuple[Any, Path, str]:
@@ -106,13 +97,8 @@ class SchemaRefs:
             node, where = stack.pop()
             if isinstance(node, dict):
                 if node.get("$anchor") == name or node.get("$dynamicAnchor") == name:
-                    return node, where, _key(where)
+                    return node, where, "#" + pointer(where)
                 stack.extend((v, (*where, k)) for k, v in node.items())
             elif isinstance(node, list):
                 stack.extend((v, (*where, i)) for i, v in enumerate(node))
         raise SchemaError("$ref", path, f"`{ref}` names no `$anchor` in the schema")
-
-
-def _key(where: Path) -> str:
-    """One name per schema location, however a reference spelled it."""
-    return "#" + "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in where)

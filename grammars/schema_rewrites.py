@@ -98,8 +98,7 @@ class SchemaRewrites:
             self.unenforceable(next(k for k in DEPENDENT_KEYS if k in schema), path,
                                f"dependencies on more than {MAX_TRIGGERS} properties are not supported")
             return rest
-        was_open = "additionalProperties" not in rest and not any(
-            k in rest for k in ("properties", "required", "patternProperties"))
+        was_open = _open(rest)
         branches: list[Any] = []
         for mask in range(1 << len(triggers)):
             present = [t for i, t in enumerate(triggers) if mask >> i & 1]
@@ -112,16 +111,14 @@ class SchemaRewrites:
             branch: Any = {**rest, "required": list(dict.fromkeys(required)),
                            "properties": {**rest.get("properties", {}), **dict.fromkeys(absent, False)}}
             if was_open:
-                branch["additionalProperties"] = True  # naming properties here must not close it
+                branch = _kept_open(branch)
             for trigger in present:
                 for need in needs[trigger]:
                     if not isinstance(need, list):
                         branch = self.combine(branch, self.resolve(need, path), path)
             if branch is not False:
                 branches.append(branch)
-        if not branches:
-            raise SchemaError("dependentRequired", path, "no object satisfies the dependencies")
-        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+        return _either(branches, "dependentRequired", path, "no object satisfies the dependencies")
 
     def conditional(self, schema: dict, path: Path) -> Any:
         """`if`/`then`/`else` as an `anyOf` of (`if` and `then`) and (not `if`, and `else`), for an
@@ -139,8 +136,8 @@ class SchemaRewrites:
                                            "property's presence, or its value against a `const` or `enum` of "
                                            "known, finitely many values")
             return rest
-        if not any(k in rest for k in ("properties", "required", "patternProperties", "additionalProperties")):
-            rest = {**rest, "additionalProperties": True}  # naming the property here must not close the object
+        if _open(rest):
+            rest = _kept_open(rest)
         branches = []
         for parts in ((condition, then), (negated, otherwise)):
             branch: Any = rest
@@ -148,9 +145,7 @@ class SchemaRewrites:
                 branch = self.combine(branch, self.resolve(part, path), path)
             if branch is not False:
                 branches.append(branch)
-        if not branches:
-            raise SchemaError("if", path, "no value satisfies `if`/`then`/`else`")
-        return branches[0] if len(branches) == 1 else {"anyOf": branches}
+        return _either(branches, "if", path, "no value satisfies `if`/`then`/`else`")
 
     def negation(self, schema: dict, path: Path) -> Any:
         """`not` in the forms that can be written as what remains: not these types, not these
@@ -272,3 +267,19 @@ class SchemaRewrites:
                     raise SchemaError("propertyNames", path, f"required property `{name}` breaks `propertyNames`")
                 properties[name] = False
         return {**rest, "properties": properties}
+
+
+def _open(schema: dict) -> bool:
+    """An object schema that names no properties: any object, even when generating."""
+    return not any(k in schema for k in ("properties", "required", "patternProperties", "additionalProperties"))
+
+
+def _kept_open(schema: dict) -> dict:
+    """`schema` saying outright that it is open: naming properties in a rewrite must not close it."""
+    return {**schema, "additionalProperties": True}
+
+
+def _either(branches: list[Any], keyword: str, path: Path, empty: str) -> Any:
+    if not branches:
+        raise SchemaError(keyword, path, empty)
+    return branches[0] if len(branches) == 1 else {"anyOf": branches}

@@ -26,7 +26,7 @@ import re
 from typing import Any
 
 from grammars.schema_errors import SchemaError
-from grammars.schema_keywords import dialect_of
+from grammars.schema_keywords import dialect_of, schema_objects
 from grammars.schema_refs import SchemaRefs
 
 _WHITESPACE = frozenset(b" \t\n\r")
@@ -38,16 +38,7 @@ _SMALL_RANGE = 256  # an integer item within this span has its values listed
 
 def uses_unique_items(schema: Any) -> bool:
     """Whether `uniqueItems: true` appears anywhere in the schema."""
-    stack = [schema]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            if node.get("uniqueItems") is True:
-                return True
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
-    return False
+    return any(node.get("uniqueItems") is True for node in schema_objects(schema))
 
 
 def item_key(raw: bytes) -> str | None:
@@ -85,7 +76,6 @@ class UniqueItemsGuard:
         self.reasoning_end = reasoning_end.encode() if reasoning_end is not None else None
         self.opener = opener.encode()
         self.calls = calls
-        self._expanded: dict[int, tuple[dict, ...]] = {}
         self._domains: dict[int, tuple[bytes, ...] | None] = {}
         self.root = self.expand([schema] if roots is None else roots)
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
-from app.answer_check import SchemaViolation
+from app.answer_check import SchemaViolation, reported
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
@@ -74,10 +74,7 @@ class ChatShaper:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
 
     def _violations(self, content: str, output: ChatOutput, reason: str) -> list[SchemaViolation] | UnsetType:
-        check = self.prepared.check
-        if check is None:
-            return UNSET
-        return check.answer(content, [(call.name, call.arguments) for call in output.calls], reason) or UNSET
+        return reported(self.prepared.check, content, [(call.name, call.arguments) for call in output.calls], reason)
 
     # ---- a stream ----------------------------------------------------------------------------
 

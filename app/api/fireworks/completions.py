@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
-from app.answer_check import SchemaViolation
+from app.answer_check import SchemaViolation, reported
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
@@ -49,8 +49,7 @@ class CompletionShaper:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
 
     def _violations(self, text: str, reason: str) -> list[SchemaViolation] | UnsetType:
-        check = self.prepared.check
-        return (check.answer(text, [], reason) or UNSET) if check is not None else UNSET
+        return reported(self.prepared.check, text, [], reason)
 
     # ---- a stream ----------------------------------------------------------------------------
 
