@@ -60,3 +60,11 @@ def read_special_tokens(model: LlamaModel) -> tuple[SpecialToken, ...]:
 
 
 special_tokens = per_model(read_special_tokens)  # read once per model, dropped with it
+
+
+def marker_texts(model: LlamaModel) -> tuple[frozenset[str], frozenset[str]]:
+    """The texts of the model's special tokens, and of those among them that are CONTROL tokens
+    (rendered as text only on request): the vocabulary's cues for chat-format recognition."""
+    tokens = special_tokens(model)
+    return (frozenset(t.text for t in tokens if t.text),
+            frozenset(t.text for t in tokens if t.text and t.attr & CONTROL))

@@ -1,6 +1,12 @@
 """A model's chat format: its Jinja template together with its family (reasoning switches and
-markers). Turns a conversation and the reasoning controls into the prompt, and the model's raw
-output back into content and reasoning. The server and `fireside template` both use it."""
+markers) and tool-call syntax. Turns a conversation and the reasoning controls into the prompt,
+and the model's raw output back into content, reasoning and calls. The server and `fireside
+template` both use it.
+
+Recognition: a family the registry knows by its template's signature keeps its entry; where that
+entry (or none) describes no reasoning but the template or the vocabulary shows reasoning markers,
+the family is read from those cues (`templates.cues`). The tool-call syntax comes from the
+template, else the vocabulary, else every common syntax is read."""
 
 from __future__ import annotations
 
@@ -9,6 +15,7 @@ from typing import Any
 
 from templates.chat_output import ChatOutput
 from templates.chat_template import ChatTemplate
+from templates.cues import ModelCues, family_from_cues
 from templates.families import ChatFamily, family_for
 from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest
 from templates.tool_calls import ToolSyntax, tool_syntax_for
@@ -17,10 +24,13 @@ NO_REASONING_CONTROLS = ReasoningRequest(effort=None, budget_tokens=None, histor
 
 
 class ChatFormat:
-    def __init__(self, source: str, *, bos_token: str, eos_token: str):
+    def __init__(self, source: str, *, bos_token: str, eos_token: str,
+                 special_tokens: frozenset[str] = frozenset(), control_tokens: frozenset[str] = frozenset()):
+        """`special_tokens`: the texts of the model's special vocabulary entries (CONTROL and
+        USER_DEFINED), `control_tokens` the CONTROL ones; empty when the vocabulary is unknown."""
         self.template = ChatTemplate(source, bos_token=bos_token, eos_token=eos_token)
-        self.family: ChatFamily = family_for(source)
-        self.tool_syntax: ToolSyntax = tool_syntax_for(source)
+        self.family: ChatFamily = recognise_family(ModelCues(source, special_tokens, control_tokens))
+        self.tool_syntax: ToolSyntax = tool_syntax_for(source, special_tokens)
         # Templates that never read `tools` get them described in a system message instead.
         self.renders_tools = "tools" in source
 
@@ -68,6 +78,15 @@ class ChatFormat:
                   "function": {"name": call.name, "arguments": call.arguments}} for i, call in enumerate(output.calls)]
         return {"role": "assistant", "content": content or (None if calls else ""),
                 "reasoning_content": reasoning or None, "tool_calls": calls}
+
+
+def recognise_family(cues: ModelCues) -> ChatFamily:
+    """The registry's family for the template, or the one its cues describe where the registry's
+    shows no reasoning."""
+    family = family_for(cues.template)
+    if family.reasons:
+        return family
+    return family_from_cues(cues, family.name) or family
 
 
 def _asks_for_reasoning(reasoning: ReasoningRequest) -> bool:

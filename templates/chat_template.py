@@ -48,7 +48,7 @@ from datetime import datetime
 from typing import Any, ClassVar, NoReturn
 
 import jinja2
-from jinja2 import nodes
+from jinja2 import meta, nodes
 from jinja2.exceptions import SecurityError
 from jinja2.ext import Extension
 from jinja2.sandbox import SandboxedEnvironment, modifies_known_mutable
@@ -226,6 +226,14 @@ def _environment() -> _ChatSandbox:
 
 
 _ENV = _environment()  # one environment; templates compiled from it render concurrently
+
+
+def template_variables(source: str) -> frozenset[str]:
+    """The names a template reads from its context (none for a template that does not compile)."""
+    try:
+        return frozenset(meta.find_undeclared_variables(_ENV.parse(source)))
+    except jinja2.TemplateError:
+        return frozenset()
 
 
 def _copy(value: Any) -> Any:

@@ -4,7 +4,8 @@ One `ChatFamily` per family, in `REGISTRY`: how to recognise it in the template 
 template variables carry the reasoning controls (always passed explicitly: template defaults
 differ), where the template reads past reasoning, and the markers its model writes. A new family
 is one new entry. `family_for` picks the entry for a template; `GENERIC` (no reasoning, no
-variables) serves every template that none recognises.
+variables, but the common reasoning markers still parsed) serves every template that none
+recognises; `templates.cues` reads families no entry describes from their cues.
 """
 
 from __future__ import annotations
@@ -15,7 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from templates.reasoning import ReasoningError, ReasoningRequest
-from templates.reasoning_parser import ChannelParser, ReasoningParser
+from templates.reasoning_parser import (
+    ChannelParser,
+    OpeningMarkerParser,
+    ReasoningParser,
+)
 
 LEVELS = frozenset({"none", "low", "medium", "high", "xhigh", "max"})
 """Efforts a family takes unless it says otherwise ("adaptive" is MiniMax M3's alone)."""
@@ -59,6 +64,8 @@ class TextSwitch:
     off: str | None
     roles: tuple[str, ...] = ("system",)
     append: bool = False
+    insert: bool = False
+    """With `append`: where no message of `roles` exists, one is added first to carry the word."""
 
     def apply(self, messages: list[dict[str, Any]], thinking: bool) -> list[dict[str, Any]]:
         words = sorted((w for w in (self.on, self.off) if w), key=len, reverse=True)
@@ -77,6 +84,9 @@ class TextSwitch:
                 if out[i].get("role") in self.roles and isinstance(text, str):
                     out[i] = {**out[i], "content": f"{text} {word}" if text else word}
                     break
+            else:
+                if self.insert:
+                    out.insert(0, {"role": self.roles[0], "content": word})
         return out
 
 
@@ -189,6 +199,9 @@ class ChatFamily:
         on a template without a switch gets an empty reasoning block (`none_prompt`)."""
         if self.none_prompt is None or self.effort(request) != "none" or self.closes_reasoning(prompt):
             return prompt
+        start = self.reasoning_start
+        if start and self.none_prompt.startswith(start) and self.opens_reasoning(prompt):
+            return prompt + self.none_prompt[len(start):]  # the template opened the block already
         return prompt + self.none_prompt
 
     def closes_reasoning(self, prompt: str) -> bool:
@@ -290,7 +303,38 @@ def _recipient_kind(header: str) -> str:
 
 THINK = {"reasoning_start": "<think>", "reasoning_end": "</think>"}
 
-GENERIC = ChatFamily(name="generic")
+REASONING_PAIRS: tuple[tuple[str, str], ...] = (
+    ("<seed:think>", "</seed:think>"),
+    ("<think:opensource>", "</think:opensource>"),
+    ("<|START_THINKING|>", "<|END_THINKING|>"),
+    ("[THINK]", "[/THINK]"),
+    ("<|channel>thought", "<channel|>"),
+    ("<|inner_prefix|>", "<|inner_suffix|>"),
+    ("◁think▷", "◁/think▷"),
+    ("<thinking>", "</thinking>"),
+    ("<thought>", "</thought>"),
+    ("<reasoning>", "</reasoning>"),
+    ("<think>", "</think>"),
+)
+"""The marker pairs models write around their reasoning, more specific spellings first."""
+
+
+
+@dataclass(frozen=True)
+class GenericFamily(ChatFamily):
+    """Every template that none recognises: no reasoning controls (they are refused), but output
+    that opens with one of the common reasoning marker pairs is still read as reasoning, so that
+    markup never reaches the answer."""
+
+    def parser(self, prompt: str) -> ReasoningParser:
+        opened = prompt.rstrip()
+        for start, end in REASONING_PAIRS:
+            if opened.endswith(start):
+                return ReasoningParser(start, end, in_reasoning=True)
+        return OpeningMarkerParser(REASONING_PAIRS)
+
+
+GENERIC = GenericFamily(name="generic")
 
 REGISTRY: tuple[ChatFamily, ...] = (
     ChannelFamily(

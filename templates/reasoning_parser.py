@@ -98,6 +98,41 @@ class ReasoningParser:
             out.append(("reasoning" if self.in_reasoning else "content", body))
 
 
+class OpeningMarkerParser(ReasoningParser):
+    """Reasoning for a model no family describes: a block that opens the output with any of
+    `pairs`' start markers (leading whitespace allowed) is reasoning up to that pair's end marker;
+    output that opens otherwise is content, unchanged, markers and all."""
+
+    def __init__(self, pairs: Iterable[tuple[str, str]]):
+        super().__init__()
+        self.passthrough = False
+        self._pairs = tuple(pairs)
+        self._deciding = True
+
+    def feed(self, text: str) -> list[Piece]:
+        if not self._deciding:
+            return super().feed(text)
+        self._buffer += text
+        return self._decide(final=False)
+
+    def finish(self) -> list[Piece]:
+        if self._deciding:
+            return self._decide(final=True) + super().finish()
+        return super().finish()
+
+    def _decide(self, final: bool) -> list[Piece]:
+        head = self._buffer.lstrip()
+        for start, end in self._pairs:
+            if head.startswith(start):
+                self._deciding, self.start, self.end, self._strip = False, start, end, True
+                return self._drain(final)
+        if not final and (not head or any(start.startswith(head) for start, _ in self._pairs)):
+            return []
+        self._deciding, self.passthrough = False, True
+        text, self._buffer = self._buffer, ""
+        return [("content", text)] if text else []
+
+
 class ChannelParser(ReasoningParser):
     """Messages of the form `HEADER<|message|>BODY<terminator>`, one channel each (harmony).
 

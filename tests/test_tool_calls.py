@@ -14,6 +14,7 @@ from grammars.embed import embed
 from grammars.json_schema import schema_to_gbnf
 from templates.families import family_named
 from templates.tool_calls import (
+    GENERIC,
     HERMES,
     REGISTRY,
     CallDelta,
@@ -37,7 +38,7 @@ FIXTURE_SYNTAXES = {
     "CohereForAI-c4ai-command-r7b-12-2024-tool_use.jinja": "cohere-action",
     "GLM-4.6.jinja": "glm",
     "GigaChat3-10B-A1.8B.jinja": "gigachat3",
-    "HuggingFaceTB-SmolLM3-3B.jinja": "hermes",
+    "HuggingFaceTB-SmolLM3-3B.jinja": "generic",  # no call markup in the template
     "Kimi-K2-Instruct.jinja": "kimi-k2",
     "Kimi-K3.jinja": "kimi-k3",
     "LFM2-8B-A1B.jinja": "lfm2",
@@ -61,18 +62,18 @@ FIXTURE_SYNTAXES = {
     "deepseek-ai-DeepSeek-V3.1.jinja": "deepseek-v3.1",
     "deepseek-ai-DeepSeek-V4.jinja": "deepseek-dsml",
     "fireworks-ai-llama-3-firefunction-v2.jinja": "firefunction-v2",
-    "google-gemma-2-2b-it.jinja": "hermes",
+    "google-gemma-2-2b-it.jinja": "generic",  # no call markup in the template
     "google-gemma-4-31B-it.jinja": "gemma-4",
     "ibm-granite-granite-3.3-2B-Instruct.jinja": "granite",
     "ibm-granite-granite-4.0.jinja": "hermes",
     "inclusionai-ling-3.0-flash.jinja": "glm",
     "llama-cpp-deepseek-r1.jinja": "deepseek-r1",
-    "llama-cpp-rwkv-world.jinja": "hermes",
+    "llama-cpp-rwkv-world.jinja": "generic",  # no call markup in the template
     "meetkai-functionary-medium-v3.1.jinja": "functionary-v3.1",
     "meetkai-functionary-medium-v3.2.jinja": "functionary-v3.2",
     "meta-llama-Llama-3.1-8B-Instruct.jinja": "llama3",
     "meta-llama-Llama-3.2-3B-Instruct.jinja": "llama3",
-    "microsoft-Phi-3.5-mini-instruct.jinja": "hermes",
+    "microsoft-Phi-3.5-mini-instruct.jinja": "generic",  # no call markup in the template
     "mistralai-Ministral-3-14B-Reasoning-2512.jinja": "mistral",
     "mistralai-Mistral-Nemo-Instruct-2407.jinja": "mistral-json",
     "moonshotai-Kimi-K2.jinja": "kimi-k2",
@@ -99,9 +100,10 @@ def test_tool_syntax_for_fixture(fixture: str) -> None:
     assert tool_syntax_for((FIXTURES / fixture).read_text()).name == FIXTURE_SYNTAXES[fixture]
 
 
-def test_unknown_template_gets_hermes() -> None:
-    assert tool_syntax_for("{{ messages }}") is HERMES
-    assert tool_syntax_for("") is HERMES
+def test_unknown_template_gets_generic_written_as_hermes() -> None:
+    assert tool_syntax_for("{{ messages }}") is GENERIC
+    assert tool_syntax_for("") is GENERIC
+    assert (GENERIC.opener, GENERIC.grammar) == (HERMES.opener, HERMES.grammar)
 
 
 def test_variants_follow_the_template() -> None:
@@ -307,6 +309,11 @@ CANONICAL = {
            "<arg_value>3</arg_value>\n<arg_key>unit</arg_key>\n<arg_value>celsius</arg_value>\n</tool_call>",
     "llama3": '{"name": "get_weather", "parameters": {"city": "Paris", "days": 3, "unit": "celsius"}}',
     "mistral": '[TOOL_CALLS]get_weather[ARGS]{"city": "Paris", "days": 3, "unit": "celsius"}',
+    "phi-4": '<|tool_call|>{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "unit": "celsius"}}'
+             '<|/tool_call|>',
+    "internlm": '<|action_start|><|plugin|>\n{"name": "get_weather", "parameters": {"city": "Paris", "days": 3, '
+                '"unit": "celsius"}}<|action_end|>',
+    "olmo-3": '<function_calls>\nget_weather(city="Paris", days=3, unit="celsius")\n</function_calls>',
     "mistral-json": '[TOOL_CALLS][{"name": "get_weather", "arguments": {"city": "Paris", "days": 3, "unit": "celsius"}, '
                     '"id": "abc123def"}]',
     "gpt-oss": '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris", "days": 3, '

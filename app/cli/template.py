@@ -1,5 +1,6 @@
 """`fireside template render|parse`: the server's own chat-format code, for people debugging a
-model's template. `--template` takes a Jinja file or a GGUF (its embedded template)."""
+model's template. `--template` takes a Jinja file or a GGUF (its embedded template); a GGUF's
+vocabulary (or `--vocab GGUF`'s, for a Jinja file) feeds the same recognition as the server's."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
+from backends.vocab import marker_texts
 from templates.chat_format import ChatFormat
 from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
 from templates.reasoning import ReasoningError, normalize_reasoning
@@ -33,6 +35,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         command.add_argument("--reasoning-effort", metavar="X",
                              help="none, low, medium, high, xhigh, max, adaptive, true, false or a token budget")
         command.add_argument("--reasoning-history", choices=("disabled", "interleaved", "preserved"))
+        command.add_argument("--vocab", type=Path, metavar="GGUF",
+                             help="a GGUF whose vocabulary (special tokens, bos and eos) goes with a Jinja file")
         command.add_argument("--bos-token", default="", help="bos_token for a Jinja file (a GGUF has its own)")
         command.add_argument("--eos-token", default="", help="eos_token for a Jinja file (a GGUF has its own)")
     parse.add_argument("--completion", type=Path, required=True, metavar="FILE.txt", help="the model's raw output")
@@ -47,16 +51,26 @@ def _effort(value: str | None) -> str | int | bool | None:
     return int(value) if value.lstrip("-").isdigit() else value
 
 
-def _chat_format(path: Path, bos: str, eos: str) -> ChatFormat:
-    if path.suffix.lower() == ".gguf":
-        model = LlamaModel(path, ModelOptions(vocab_only=True))
-        try:
-            bos = model.token_text(model.bos_token_id) if model.bos_token_id >= 0 else ""
-            eos = model.token_text(model.eos_token_id) if model.eos_token_id >= 0 else ""
-            return ChatFormat(model.chat_template() or CHATML_TEMPLATE, bos_token=bos, eos_token=eos)
-        finally:
-            model.close()
-    return ChatFormat(path.read_text(encoding="utf-8"), bos_token=bos, eos_token=eos)
+def _is_gguf(path: Path) -> bool:
+    return path.suffix.lower() == ".gguf"
+
+
+def _chat_format(path: Path, vocab: Path | None, bos: str, eos: str) -> ChatFormat:
+    if vocab is not None and _is_gguf(path):
+        raise ValueError("--vocab goes with a Jinja file; a GGUF given to --template has its own vocabulary")
+    source = None if _is_gguf(path) else path.read_text(encoding="utf-8")
+    if vocab is None and source is not None:
+        return ChatFormat(source, bos_token=bos, eos_token=eos)
+    model = LlamaModel(vocab or path, ModelOptions(vocab_only=True))
+    try:
+        if source is None:
+            source = model.chat_template() or CHATML_TEMPLATE
+        bos = model.token_text(model.bos_token_id) if model.bos_token_id >= 0 else bos
+        eos = model.token_text(model.eos_token_id) if model.eos_token_id >= 0 else eos
+        tokens, control = marker_texts(model)
+        return ChatFormat(source, bos_token=bos, eos_token=eos, special_tokens=tokens, control_tokens=control)
+    finally:
+        model.close()
 
 
 def _json_list(path: Path | None, what: str) -> list[Any] | None:
@@ -70,7 +84,7 @@ def _json_list(path: Path | None, what: str) -> list[Any] | None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        chat = _chat_format(args.template, args.bos_token, args.eos_token)
+        chat = _chat_format(args.template, args.vocab, args.bos_token, args.eos_token)
         reasoning = normalize_reasoning(_effort(args.reasoning_effort), None, args.reasoning_history)
         messages = _json_list(args.messages, "--messages") or DEFAULT_MESSAGES
         tools = _json_list(args.tools, "--tools")

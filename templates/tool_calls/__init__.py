@@ -3,7 +3,8 @@
 A `ToolSyntax` per syntax, in `REGISTRY`: how to recognise it in the chat template, the text that
 opens a call (`opener`, for lazy grammars), a GBNF grammar for well-formed calls (`call_grammar`),
 and an incremental `ToolCallParser` (`parser`). `tool_syntax_for` picks the entry for a template;
-`HERMES` (`<tool_call>{json}</tool_call>`) serves every template that none recognises.
+where the template shows no call markup, the model's special tokens choose (`VOCABULARY_CUES`), and
+`GENERIC` (every common syntax read, Hermes's `<tool_call>{json}</tool_call>` written) serves the rest.
 
 The parser is fed the *content* text (reasoning already split off) and returns content pieces
 (`str`) and `CallDelta`s, in order:
@@ -29,6 +30,7 @@ which lists them in the order they are tried. A new syntax is one module plus it
 
 from templates.tool_calls.parser import CallDelta, ToolCall, ToolCallParser
 from templates.tool_calls.registry import (
+    GENERIC,
     HERMES,
     REGISTRY,
     tool_syntax_for,
@@ -37,6 +39,7 @@ from templates.tool_calls.registry import (
 from templates.tool_calls.syntax import ToolSyntax
 
 __all__ = [
+    "GENERIC",
     "HERMES",
     "REGISTRY",
     "CallDelta",

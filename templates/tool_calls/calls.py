@@ -106,7 +106,7 @@ def _dotted(node: ast.AST) -> str | None:
     return None
 
 
-def _pythonic_calls(text: str, names: frozenset[str]) -> list[Call] | None:
+def pythonic_calls(text: str, names: frozenset[str]) -> list[Call] | None:
     """`[name(a=1, b="x"), other()]` (LFM2) or `name.call(query="...")` (Llama's built-in tools)."""
     try:
         body = ast.parse(text.strip(), mode="eval").body
@@ -136,7 +136,7 @@ def python_tag(caps: Caps, names: frozenset[str]) -> list[Call] | None:
             call = None
         if call is not None:
             return [call]
-    calls = _pythonic_calls(body, names)
+    calls = pythonic_calls(body, names)
     if calls is not None:
         return calls
     tool = next((t for t in ("python", "code_interpreter", "ipython") if t in names), None)
@@ -242,7 +242,7 @@ def gemma_call(caps: Caps, names: frozenset[str]) -> list[Call] | None:
 
 
 def lfm2_calls(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    return _pythonic_calls(caps["body"], names)
+    return pythonic_calls(caps["body"], names)
 
 
 def xml_value(raw: str, caps: Caps) -> Any:
