@@ -3,8 +3,11 @@
 `fixtures/chat-templates-unseen/` was gathered (with its README: sources, licences, and what each
 model writes, from the template text or its documentation) after the cue rules of
 `templates.cues` and the generic fallback were written, by someone who had not seen the rules.
-Each template must render, read its model's reasoning apart from the answer, read its model's
-calls, and honour effort "none" where the template or its words can switch reasoning off.
+On first contact 10 of the 15 were read whole; what the other five showed was then added (the
+`/no_think` words of Nemotron Super, the Phi-4-mini, InternLM and OLMo 3 call syntaxes) and two
+are still read as plain content (`NOT_READ`). Each template must render, read its model's
+reasoning apart from the answer, read its model's calls, and honour effort "none" where the
+template or its words can switch reasoning off.
 """
 
 from __future__ import annotations
