@@ -83,7 +83,7 @@ async def prepare(plan: RequestPlan, served: ServedModel) -> PreparedRequest:
         prompts=specs,
         n=plan.n,
         sampling=sampling_params(plan.sampling, model.n_vocab, served.defaults),
-        stop=stop_sequences(plan.stop, served.defaults),
+        stop=stop_sequences(plan.stop, served.defaults) + (chat.turn_stops if chat is not None else ()),
         cache=plan.cache,
         stream=plan.stream is not None,
         grammar=constraint.grammar if constraint is not None else None,

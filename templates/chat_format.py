@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from templates.chat_output import ChatOutput
-from templates.chat_template import ChatTemplate
+from templates.chat_template import ChatTemplate, TemplateRenderError
 from templates.cues import ModelCues, family_from_cues
 from templates.families import ChatFamily, family_for
 from templates.reasoning import DEFAULT_BUDGET_END, ReasoningError, ReasoningRequest
@@ -33,6 +33,9 @@ class ChatFormat:
         self.tool_syntax: ToolSyntax = tool_syntax_for(source, special_tokens)
         # Templates that never read `tools` get them described in a system message instead.
         self.renders_tools = "tools" in source
+        turn_stop = _turn_stop(_turn_end(self.template), special_tokens)
+        self.turn_stops: tuple[str, ...] = (turn_stop,) if turn_stop else ()
+        """Stop sequences every chat request gets (see `_turn_stop`)."""
 
     def render(self, messages: list[dict[str, Any]], reasoning: ReasoningRequest = NO_REASONING_CONTROLS,
                *, tools: list[dict[str, Any]] | None = None) -> str:
@@ -78,6 +81,36 @@ class ChatFormat:
                   "function": {"name": call.name, "arguments": call.arguments}} for i, call in enumerate(output.calls)]
         return {"role": "assistant", "content": content or (None if calls else ""),
                 "reasoning_content": reasoning or None, "tool_calls": calls}
+
+
+_PROBE = "\x00fireside-answer\x00"
+
+
+def _turn_end(template: ChatTemplate) -> str | None:
+    """The markup the template writes after an assistant message (`<|im_end|>`, `<end_of_turn>`),
+    None when it writes none or cannot render a short exchange."""
+    try:
+        text = template.render([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": _PROBE}],
+                               add_generation_prompt=False)
+    except TemplateRenderError:
+        return None
+    if text.count(_PROBE) != 1:
+        return None
+    tail = text.split(_PROBE, 1)[1].strip()
+    return tail or None
+
+
+def _turn_stop(turn_end: str | None, special_tokens: frozenset[str]) -> str | None:
+    """A stop sequence for a template whose turn-end markup the model's vocabulary does not know
+    (ChatML's `<|im_end|>` given to a Gemma): the model can only write it as text, never as the
+    end-of-generation token, and would run on into a turn of its own. None where the markup
+    starts with one of the model's special tokens, or the vocabulary is unknown."""
+    if turn_end is None or not special_tokens:
+        return None
+    first = turn_end.splitlines()[0].strip()
+    if not first or any(first.startswith(token) for token in special_tokens):
+        return None
+    return first
 
 
 def recognise_family(cues: ModelCues) -> ChatFamily:

@@ -425,3 +425,14 @@ def test_template_without_call_markup_gets_calls_back(cue_server: Any) -> None:
     message = response.json()["choices"][0]["message"]
     assert [c["function"]["name"] for c in message["tool_calls"]] in (["get_weather"], ["get_time"])
     assert not message.get("content")
+
+
+def test_turn_end_markup_the_vocabulary_lacks_is_a_stop() -> None:
+    gemma_vocab = frozenset({"<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>"})
+    assert ChatFormat(CHATML_TEMPLATE, bos_token="<bos>", eos_token="<eos>",
+                      special_tokens=gemma_vocab).turn_stops == ("<|im_end|>",)
+    chatml_vocab = frozenset({"<|im_start|>", "<|im_end|>"})
+    assert ChatFormat(CHATML_TEMPLATE, bos_token="", eos_token="", special_tokens=chatml_vocab).turn_stops == ()
+    gemma = source("google-gemma-2-2b-it.jinja")
+    assert ChatFormat(gemma, bos_token="<bos>", eos_token="<eos>", special_tokens=gemma_vocab).turn_stops == ()
+    assert ChatFormat(CHATML_TEMPLATE, bos_token="", eos_token="").turn_stops == ()  # vocabulary unknown
