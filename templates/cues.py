@@ -3,8 +3,8 @@
 Recognition reads the template first: the reasoning markers it renders or strips, the names of
 the switches it reads (`enable_thinking`, `reasoning_effort`, ...). Where the template is silent,
 the model's own special tokens in its GGUF vocabulary speak for it (`<think>`, `<|tool_call_start|>`,
-`[TOOL_CALLS]`, ...). `family_from_cues` builds a `CueFamily` from them; `templates.recognition`
-decides when the registry's exact signatures win.
+`[TOOL_CALLS]`, ...). `family_from_cues` builds a `CueFamily` from them;
+`templates.chat_format.recognise_family` lets the registry's exact signatures win where they apply.
 """
 
 from __future__ import annotations
@@ -15,7 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from templates.chat_template import template_variables
-from templates.families import LEVELS, REASONING_PAIRS, ChatFamily, TextSwitch
+from templates.families import (
+    LEVELS,
+    REASONING_PAIRS,
+    ChatFamily,
+    TextSwitch,
+    Variables,
+)
 from templates.reasoning import ReasoningRequest
 
 ANSWER_WRAPPERS: tuple[tuple[str, str], ...] = (
@@ -54,19 +60,21 @@ class ModelCues:
         return text in self.template
 
 
-def reasoning_pair(cues: ModelCues) -> tuple[str, str, str] | None:
-    """(start, end, where) of the reasoning markers: those the template shows ("template"), else
-    a pair of the vocabulary's special tokens ("vocabulary"); None when neither has any."""
+def reasoning_pair(cues: ModelCues) -> tuple[str, str] | None:
+    """The reasoning markers: the first pair whose end marker the template shows (renders or
+    strips), else a pair both of whose markers are special tokens of the vocabulary; None when
+    neither shows any."""
     for start, end in REASONING_PAIRS:
         if cues.shows(end):
-            return start, end, "template"
+            return start, end
     for start, end in REASONING_PAIRS:
         if start in cues.tokens and end in cues.tokens:
-            return start, end, "vocabulary"
+            return start, end
     return None
 
 
-def _switch_variables(flags: tuple[str, ...], levels: tuple[str, ...], budgets: tuple[str, ...]):
+def _switch_variables(flags: tuple[str, ...], levels: tuple[str, ...], budgets: tuple[str, ...]) -> Variables:
+    """The switches the template reads, all set for the effort; nothing when the request gives none."""
     def variables(effort: str | None, request: ReasoningRequest) -> dict[str, Any]:
         if effort is None:  # the template's own default: nothing passed
             return {}
@@ -102,7 +110,7 @@ def family_from_cues(cues: ModelCues, name: str = "cues") -> CueFamily | None:
     found = reasoning_pair(cues)
     if found is None:
         return None
-    start, end, _ = found
+    start, end = found
     flags = _present(FLAG_SWITCHES, cues.variables)
     levels = _present(LEVEL_SWITCHES, cues.variables)
     budgets = _present(BUDGET_SWITCHES, cues.variables)
@@ -115,7 +123,8 @@ def family_from_cues(cues: ModelCues, name: str = "cues") -> CueFamily | None:
         name=f"{name}:{start}", default_effort=None, efforts=LEVELS,
         variables=_switch_variables(flags, levels, budgets), text_switch=text_switch,
         empty_block_for_none=not (flags or budgets or text_switch),
-        reasoning_field=_history_field(cues.template), reasoning_start=start, reasoning_end=end, budget_close=end + "\n\n",
+        reasoning_field=_history_field(cues.template), reasoning_start=start, reasoning_end=end,
+        budget_close=end + "\n\n",
         content_markers=tuple(marker for pair in ANSWER_WRAPPERS
                               if cues.shows(pair[0]) or set(pair) <= cues.tokens for marker in pair),
         special_markers=special)

@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 from grammars.gbnf import literal
 from templates.tool_calls.calls import json_calls
-from templates.tool_calls.grammar import Function, Grammar, GrammarFn, alternatives, object_call, repeat
+from templates.tool_calls.grammar import (
+    Function,
+    Grammar,
+    GrammarFn,
+    alternatives,
+    object_call,
+    repeat,
+)
 from templates.tool_calls.patterns import Closer, Json, L, Seq, W
 from templates.tool_calls.syntax import BlockSyntax
 
