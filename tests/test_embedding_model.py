@@ -19,7 +19,7 @@ TEXTS = [
 
 
 @pytest.fixture(scope="module")
-def llama():  # noqa: ANN201
+def llama():
     from llama_cpp import Llama
 
     model = Llama(str(minilm_gguf()), embedding=True, verbose=False)
@@ -37,7 +37,7 @@ def test_the_gguf_is_a_mean_pooled_bert() -> None:
 
 
 @pytest.mark.parametrize("text", TEXTS)
-def test_llama_cpp_reads_the_converted_model_as_the_reference_does(llama, text: str) -> None:  # noqa: ANN001
+def test_llama_cpp_reads_the_converted_model_as_the_reference_does(llama, text: str) -> None:
     tokens = llama.tokenize(text.encode(), add_bos=True, special=False)
     assert tokens == reference_tokens(text)
     vector = np.array(llama.embed(text))
