@@ -1,0 +1,132 @@
+"""Pooled embeddings on llama.cpp: a context of their own beside a model's generation context.
+
+An embedding context has its own small KV memory, so embedding inputs never evict the prompts a
+generation context keeps cached, and its own pooling: the GGUF's (`{arch}.pooling_type`, as
+dedicated embedding models carry: mean, CLS, last, rank), else last-token pooling for a generative
+model, overridable per model. Inputs are packed whole into batches, one sequence id each; the
+pooled vector of every sequence is read after the decode and the memory cleared, so nothing is
+cached between batches. Not thread-safe: one thread (the engine's scheduler) drives a context.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import enum
+from collections.abc import Sequence
+
+import llama_cpp
+import numpy as np
+
+from backends.llama_model import LlamaModel, ModelLoadError
+
+
+class Pooling(enum.IntEnum):
+    """llama.cpp's pooling types, by the names configs use."""
+
+    none = llama_cpp.LLAMA_POOLING_TYPE_NONE
+    mean = llama_cpp.LLAMA_POOLING_TYPE_MEAN
+    cls = llama_cpp.LLAMA_POOLING_TYPE_CLS
+    last = llama_cpp.LLAMA_POOLING_TYPE_LAST
+    rank = llama_cpp.LLAMA_POOLING_TYPE_RANK
+
+
+class EmbeddingError(ValueError):
+    """An input the context cannot embed (empty, or longer than the context), with the numbers."""
+
+
+def model_pooling(model: LlamaModel) -> Pooling | None:
+    """The pooling the GGUF declares (dedicated embedding and reranking models do); None for a
+    generative model, which declares none."""
+    arch = model.metadata("general.architecture")
+    value = model.metadata(f"{arch}.pooling_type") if arch else None
+    if value is None or not value.lstrip("-").isdigit():
+        return None
+    pooling = int(value)
+    return Pooling(pooling) if pooling in Pooling._value2member_map_ and pooling != Pooling.none else None
+
+
+class EmbeddingContext:
+    """Embeds token sequences with `pooling` (default: the model's own, else last-token)."""
+
+    def __init__(self, model: LlamaModel, *, ctx_size: int, threads: int, max_inputs: int = 64,
+                 pooling: Pooling | None = None):
+        if max_inputs < 1 or ctx_size % max_inputs:
+            # llama.cpp reserves its graph for the context's tokens split evenly over the sequences
+            # and aborts the process when they do not divide
+            raise ValueError(f"max_inputs ({max_inputs}) must divide the embedding context ({ctx_size} tokens)")
+        self.model = model
+        self.pooling = pooling or model_pooling(model) or Pooling.last
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = ctx_size
+        # a non-causal model (BERT) must see each input whole in one micro-batch
+        params.n_batch = params.n_ubatch = ctx_size
+        params.n_seq_max = max_inputs
+        params.n_threads = params.n_threads_batch = threads
+        params.embeddings = True
+        params.pooling_type = int(self.pooling)
+        params.kv_unified = True  # the batch's inputs share the memory; it is cleared after each batch
+        params.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
+        if not self._ctx:
+            raise ModelLoadError(f"cannot create an embedding context of {ctx_size} tokens for {model.path}")
+        self.ctx_size = llama_cpp.llama_n_ctx(self._ctx)
+        self.max_inputs = max_inputs
+        self.dimensions = llama_cpp.llama_model_n_embd(model.handle) if self.pooling != Pooling.rank else 1
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._batch = llama_cpp.llama_batch_init(self.ctx_size, 0, 1)
+
+    def close(self) -> None:
+        if self._ctx:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
+
+    def check(self, tokens: Sequence[int]) -> None:
+        """Raises `EmbeddingError` for an input this context cannot take."""
+        if not tokens:
+            raise EmbeddingError("an input is empty: it has no tokens to embed")
+        if len(tokens) > self.ctx_size:
+            raise EmbeddingError(f"an input has {len(tokens)} tokens; this model embeds at most {self.ctx_size} "
+                                 "tokens per input")
+
+    def batches(self, inputs: Sequence[Sequence[int]]) -> list[list[int]]:
+        """The input indices packed into batches: in order, each batch within the context's tokens
+        and sequence ids."""
+        packed: list[list[int]] = []
+        used = 0
+        for index, tokens in enumerate(inputs):
+            self.check(tokens)
+            if not packed or used + len(tokens) > self.ctx_size or len(packed[-1]) >= self.max_inputs:
+                packed.append([])
+                used = 0
+            packed[-1].append(index)
+            used += len(tokens)
+        return packed
+
+    def embed_batch(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:
+        """One decode of inputs that fit together (see `batches`): their pooled vectors, one row
+        each (float32, as the model computes them, not normalised)."""
+        batch, row = self._batch, 0
+        for seq, tokens in enumerate(inputs):
+            for position, token in enumerate(tokens):
+                batch.token[row] = token
+                batch.pos[row] = position
+                batch.n_seq_id[row] = 1
+                batch.seq_id[row][0] = seq
+                batch.logits[row] = True
+                row += 1
+        batch.n_tokens = row
+        try:
+            status = llama_cpp.llama_decode(self._ctx, batch)
+            if status != 0:
+                raise RuntimeError(f"llama_decode failed with status {status} on an embedding batch")
+            out = np.empty((len(inputs), self.dimensions), dtype=np.float32)
+            for seq in range(len(inputs)):
+                pointer = llama_cpp.llama_get_embeddings_seq(self._ctx, seq)
+                if not pointer:
+                    raise RuntimeError("llama.cpp returned no pooled embedding")
+                out[seq] = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                                 shape=(self.dimensions,))
+            return out
+        finally:
+            llama_cpp.llama_memory_clear(self._memory, True)
