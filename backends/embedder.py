@@ -3,9 +3,12 @@
 An embedding context has its own small KV memory, so embedding inputs never evict the prompts a
 generation context keeps cached, and its own pooling: the GGUF's (`{arch}.pooling_type`, as
 dedicated embedding models carry: mean, CLS, last, rank), else last-token pooling for a generative
-model, overridable per model. Inputs are packed whole into batches, one sequence id each; the
-pooled vector of every sequence is read after the decode and the memory cleared, so nothing is
-cached between batches. Not thread-safe: one thread (the engine's scheduler) drives a context.
+model. Dedicated models pool inside llama.cpp. A generative model is read at its last token:
+llama.cpp outputs every token of an embedding decode (and a generative model's output head costs
+262k logits a row on Gemma 3), so the inputs but their last tokens are decoded with embeddings
+off, then the last tokens alone with embeddings on. Inputs are packed whole into
+batches, one sequence id each; the memory is cleared after each batch, so nothing is cached
+between batches. Not thread-safe: one thread (the engine's scheduler) drives a context.
 """
 
 from __future__ import annotations
@@ -55,7 +58,13 @@ class EmbeddingContext:
             # and aborts the process when they do not divide
             raise ValueError(f"max_inputs ({max_inputs}) must divide the embedding context ({ctx_size} tokens)")
         self.model = model
-        self.pooling = pooling or model_pooling(model) or Pooling.last
+        declared = model_pooling(model)
+        self.pooling = pooling or declared or Pooling.last
+        # llama.cpp pools for models that declare pooling; a generative model is read at its last token
+        self._pools_inside = declared is not None
+        if not self._pools_inside and self.pooling != Pooling.last:
+            raise ValueError(f"a generative model embeds by its last token; {self.pooling.name} pooling needs a "
+                             "model that declares it")
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = ctx_size
         # a non-causal model (BERT) must see each input whole in one micro-batch
@@ -63,7 +72,7 @@ class EmbeddingContext:
         params.n_seq_max = max_inputs
         params.n_threads = params.n_threads_batch = threads
         params.embeddings = True
-        params.pooling_type = int(self.pooling)
+        params.pooling_type = int(self.pooling if self._pools_inside else Pooling.none)
         params.kv_unified = True  # the batch's inputs share the memory; it is cleared after each batch
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
@@ -106,27 +115,41 @@ class EmbeddingContext:
     def embed_batch(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:
         """One decode of inputs that fit together (see `batches`): their pooled vectors, one row
         each (float32, as the model computes them, not normalised)."""
+        try:
+            if self._pools_inside:
+                self._decode([(seq, 0, tokens) for seq, tokens in enumerate(inputs)], outputs=True)
+                return np.stack([self._vector(llama_cpp.llama_get_embeddings_seq(self._ctx, seq))
+                                 for seq in range(len(inputs))])
+            heads = [(seq, 0, tokens[:-1]) for seq, tokens in enumerate(inputs) if len(tokens) > 1]
+            if heads:
+                llama_cpp.llama_set_embeddings(self._ctx, False)
+                self._decode(heads, outputs=False)
+                llama_cpp.llama_set_embeddings(self._ctx, True)
+            self._decode([(seq, len(tokens) - 1, tokens[-1:]) for seq, tokens in enumerate(inputs)], outputs=True)
+            return np.stack([self._vector(llama_cpp.llama_get_embeddings_ith(self._ctx, row))
+                             for row in range(len(inputs))])
+        finally:
+            llama_cpp.llama_set_embeddings(self._ctx, True)
+            llama_cpp.llama_memory_clear(self._memory, True)
+
+    def _decode(self, parts: list[tuple[int, int, Sequence[int]]], *, outputs: bool) -> None:
+        """Decode (sequence id, first position, tokens) parts in one batch."""
         batch, row = self._batch, 0
-        for seq, tokens in enumerate(inputs):
-            for position, token in enumerate(tokens):
+        for seq, start, tokens in parts:
+            for offset, token in enumerate(tokens):
                 batch.token[row] = token
-                batch.pos[row] = position
+                batch.pos[row] = start + offset
                 batch.n_seq_id[row] = 1
                 batch.seq_id[row][0] = seq
-                batch.logits[row] = True
+                batch.logits[row] = outputs
                 row += 1
         batch.n_tokens = row
-        try:
-            status = llama_cpp.llama_decode(self._ctx, batch)
-            if status != 0:
-                raise RuntimeError(f"llama_decode failed with status {status} on an embedding batch")
-            out = np.empty((len(inputs), self.dimensions), dtype=np.float32)
-            for seq in range(len(inputs)):
-                pointer = llama_cpp.llama_get_embeddings_seq(self._ctx, seq)
-                if not pointer:
-                    raise RuntimeError("llama.cpp returned no pooled embedding")
-                out[seq] = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
-                                                 shape=(self.dimensions,))
-            return out
-        finally:
-            llama_cpp.llama_memory_clear(self._memory, True)
+        status = llama_cpp.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise RuntimeError(f"llama_decode failed with status {status} on an embedding batch")
+
+    def _vector(self, pointer: ctypes.POINTER(ctypes.c_float) | None) -> np.ndarray:  # type: ignore[valid-type]
+        if not pointer:
+            raise RuntimeError("llama.cpp returned no embedding")
+        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                     shape=(self.dimensions,)).copy()
