@@ -27,9 +27,11 @@ from dataclasses import dataclass
 import llama_cpp
 
 from backends.drafting import Drafter
+from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.jobs import (
     CacheKeys,
     ChoiceFinished,
+    EmbeddingJob,
     Event,
     FinishReason,
     GenerationJob,
@@ -78,6 +80,7 @@ class EngineOptions:
     adaptive_threads: bool = False
     batch_size: int = 512
     max_queue: int = 64
+    embedding: EmbeddingOptions = EmbeddingOptions()
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,7 @@ def common_prefix_length(a: list[int], b: tuple[int, ...] | list[int]) -> int:
 class _Slot:
     """One llama.cpp sequence id and what its cache holds (positions 0..len(tokens)-1)."""
 
-    __slots__ = ("id", "tokens", "isolation", "affinity", "last_used", "sequence")
+    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "tokens")
 
     def __init__(self, slot_id: int):
         self.id = slot_id
@@ -138,10 +141,30 @@ class _Sequence:
     """One choice being generated in one slot."""
 
     __slots__ = (
-        "slot", "handle", "choice", "group", "prompt", "max_tokens", "fed", "sampler", "decoder",
-        "stops", "generated", "last_token", "output_row", "cached", "mark", "budget", "special_text",
-        "logprobs", "echo_from", "prompt_entries", "drafter", "draft", "drafted",
+        "budget",
+        "cached",
+        "choice",
+        "decoder",
+        "draft",
+        "drafted",
+        "drafter",
+        "echo_from",
+        "fed",
         "first_token_at",
+        "generated",
+        "group",
+        "handle",
+        "last_token",
+        "logprobs",
+        "mark",
+        "max_tokens",
+        "output_row",
+        "prompt",
+        "prompt_entries",
+        "sampler",
+        "slot",
+        "special_text",
+        "stops",
     )
 
     def __init__(self, slot: _Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
@@ -221,13 +244,14 @@ class Engine:
         self._notices: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
         self._notifier = threading.Thread(target=self._notify, name="engine-notify", daemon=True)
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
+        self._embeddings = EmbeddingQueue(model, options.embedding, options.threads)
         self._closing = False
         self._notifier.start()
         self._thread.start()
 
     # ---- asyncio side -------------------------------------------------------------------
 
-    def submit(self, job: GenerationJob) -> JobHandle:
+    def submit(self, job: GenerationJob | EmbeddingJob) -> JobHandle:
         """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
         with self._queue_lock:
             if self._queued_requests >= self.options.max_queue:
@@ -252,6 +276,7 @@ class Engine:
         self._closing = True
         self._inbox.put(None)
         self._thread.join()
+        self._embeddings.close()
         self._notices.put(None)
         self._notifier.join()
         llama_cpp.llama_batch_free(self._batch)
@@ -262,7 +287,7 @@ class Engine:
 
     def _run(self) -> None:
         while True:
-            idle = not self._active and not self._waiting
+            idle = not self._active and not self._waiting and not self._embeddings.pending
             if not self._take_inbox(block=idle):
                 break
             self._drop_cancelled()
@@ -276,6 +301,8 @@ class Engine:
                     for seq in list(self._active):
                         self._clear(seq.slot)
                         self._fail(seq.handle, error)
+            if self._embeddings.pending:  # one embedding batch between generation steps
+                self._embeddings.step(self._emit)
             if not self._active:
                 self._flush()  # otherwise the next step flushes, just before it decodes
         for seq in list(self._active):
@@ -299,6 +326,10 @@ class Engine:
     def _enqueue(self, handle: JobHandle) -> None:
         job = handle.job
         self._unstarted.add(handle)
+        if isinstance(job, EmbeddingJob):  # no slot to wait for: queued with the embedding context
+            self._mark_started(handle)
+            self._embeddings.add(handle, self._emit)
+            return
         queued: list[_Waiting] = []
         for p, prompt in enumerate(job.prompts):
             for j in range(job.n):
@@ -324,6 +355,7 @@ class Engine:
 
     def _drop_cancelled(self) -> None:
         """Clients that went away: queued choices are dropped before any prefill, slots freed."""
+        self._embeddings.drop_cancelled()
         if any(w.handle.cancelled for w in self._waiting):
             for w in self._waiting:
                 if w.handle.cancelled:

@@ -1,7 +1,8 @@
 """What the engine is asked to do and what it answers, independent of HTTP and chat.
 
-A `GenerationJob` holds token prompts and sampling settings; the engine answers with events per
-choice through a `JobHandle`, which the asyncio side awaits. Choice `i * n + j` is sample `j`
+A `GenerationJob` holds token prompts and sampling settings, an `EmbeddingJob` token inputs to
+embed; the engine answers with events per choice (per input) through a `JobHandle`, which the
+asyncio side awaits. Choice `i * n + j` is sample `j`
 of prompt `i`, as OpenAI numbers them.
 """
 
@@ -118,6 +119,28 @@ class GenerationJob:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingJob:
+    """Token inputs to embed with the model's pooling: one `Embedded` event per input, in any order."""
+
+    inputs: tuple[tuple[int, ...], ...]
+    stream: bool = False
+    priority: bool = False
+
+    @property
+    def choice_count(self) -> int:
+        return len(self.inputs)
+
+
+@dataclass(frozen=True, slots=True)
+class Embedded:
+    """Input `choice`'s pooled vector (float32, not normalised)."""
+
+    choice: int
+    vector: np.ndarray
+    prompt_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class TextDelta:
     choice: int
     text: str
@@ -152,14 +175,14 @@ class JobFailed:
     error: Exception
 
 
-Event = TextDelta | PromptLogprobs | ChoiceFinished | JobFailed
+Event = TextDelta | PromptLogprobs | ChoiceFinished | Embedded | JobFailed
 
 
 @dataclass(eq=False)
 class JobHandle:
     """The asyncio side of one job: events arrive in batches from the scheduler thread."""
 
-    job: GenerationJob
+    job: GenerationJob | EmbeddingJob
     loop: asyncio.AbstractEventLoop
     _events: deque[Event] = field(default_factory=deque)
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
@@ -217,7 +240,7 @@ class JobHandle:
             while self._events:
                 event = self._events.popleft()
                 yield event
-                if isinstance(event, ChoiceFinished):
+                if isinstance(event, ChoiceFinished | Embedded):
                     remaining -= 1
                 elif isinstance(event, JobFailed):
                     return

@@ -81,3 +81,68 @@ def test_inputs_the_context_cannot_take_are_refused_with_numbers(minilm) -> None
         context.batches([[101, 102], []])
     with pytest.raises(EmbeddingError, match="600 tokens; this model embeds at most 512"):
         context.batches([[101] * 600])
+
+
+# ------------------------------------------------------------------------------ through the engine's scheduler
+
+def _engine_embed(model: LlamaModel, job_inputs: tuple[tuple[int, ...], ...], *, with_generation: bool = False):
+    import asyncio
+
+    from backends.engine import Engine, EngineOptions
+    from backends.jobs import (
+        ChoiceFinished,
+        Embedded,
+        EmbeddingJob,
+        GenerationJob,
+        JobFailed,
+        PromptSpec,
+        SamplingParams,
+    )
+
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+
+    async def run() -> tuple[dict[int, np.ndarray], list[str], int]:
+        jobs = [engine.submit(EmbeddingJob(job_inputs))]
+        if with_generation:
+            prompt = tuple(model.tokenize("Once upon a time", add_special=True, parse_special=False))
+            jobs.append(engine.submit(GenerationJob((PromptSpec(prompt, 24),), 1, SamplingParams(temperature=0))))
+        vectors: dict[int, np.ndarray] = {}
+        failures: list[str] = []
+        generated = 0
+        for handle in jobs:
+            async for event in handle.events():
+                if isinstance(event, Embedded):
+                    vectors[event.choice] = event.vector
+                elif isinstance(event, JobFailed):
+                    failures.append(str(event.error))
+                elif isinstance(event, ChoiceFinished):
+                    generated = event.completion_tokens
+        return vectors, failures, generated
+
+    try:
+        return asyncio.run(run())
+    finally:
+        engine.close()
+
+
+def test_the_engine_embeds_many_inputs_in_batches(minilm) -> None:
+    model, _ = minilm
+    texts = [f"sentence {i} about the weather in town" for i in range(100)]
+    inputs = tuple(tuple(model.tokenize(t, add_special=True, parse_special=False)) for t in texts)
+    vectors, failures, _ = _engine_embed(model, inputs)
+    assert not failures and sorted(vectors) == list(range(100))
+    for i in (0, 57, 99):
+        assert float(_unit(vectors[i]) @ reference_embedding(list(inputs[i]))) >= 0.999
+
+
+def test_embedding_and_generation_share_the_scheduler(smol) -> None:
+    model, _ = smol
+    inputs = tuple(tuple(model.tokenize(f"note {i}", add_special=True, parse_special=False)) for i in range(40))
+    vectors, failures, generated = _engine_embed(model, inputs, with_generation=True)
+    assert not failures and len(vectors) == 40 and generated == 24
+
+
+def test_the_engine_fails_a_job_with_an_input_it_cannot_embed(minilm) -> None:
+    model, _ = minilm
+    vectors, failures, _ = _engine_embed(model, ((101, 102), ()))
+    assert vectors == {} and failures == ["an input is empty: it has no tokens to embed"]
