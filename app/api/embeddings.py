@@ -1,0 +1,189 @@
+"""`POST /v1/embeddings`: the spec's `EmbeddingRequest` as an embedding plan, the engine's pooled
+vectors as OpenAI's embedding list.
+
+Inputs are strings or token ids, one or many. Each is embedded whole (an input longer than the
+model's embedding context is a 400 with the numbers). `normalize` scales each vector to unit
+length; `dimensions` keeps the first N components (then renormalises when `normalize`), as
+Matryoshka-trained models are meant to be cut; `encoding_format: base64` sends the float32 bytes.
+Nothing is cached between embedding batches, so `prompt_cache_isolation_key` holds by
+construction and `prompt_cache_key` has no cache to steer; both are taken.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import msgspec
+import numpy as np
+from litestar import Request, post
+from litestar.response import Response
+from msgspec import UNSET, UnsetType
+
+from app.api.fireworks.perf_metrics import perf_headers
+from app.api.fireworks.routes import API_PREFIXES
+from app.run import acquire_model, submit
+from app.server.errors import (
+    BadRequest,
+    EngineFailure,
+    RequestValidationError,
+    decode_body,
+)
+from app.server.request_log import note_caller
+from app.server.state import request_context
+from app.usage import RequestClock
+from backends.embedder import EmbeddingError
+from backends.jobs import Embedded, EmbeddingJob, JobFailed
+
+
+class EmbeddingRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
+    """The spec's `EmbeddingRequest`, field by field."""
+
+    model: str
+    input: str | list[Any] | dict[str, Any]
+    user: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_isolation_key: str | None = None
+    raw_output: bool | None = False
+    perf_metrics_in_response: bool | None = False
+    prompt_template: str | None = None
+    encoding_format: Literal["float", "base64"] = "float"
+    dimensions: int | None = None
+    return_logits: list[int] | None = None
+    normalize: bool | None = False
+    fanout_size: int | None = None
+
+
+class EmbeddingData(msgspec.Struct):
+    index: int
+    embedding: list[float] | str
+    object: str = "embedding"
+
+
+class EmbeddingUsage(msgspec.Struct):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class EmbeddingResponse(msgspec.Struct, omit_defaults=True):
+    data: list[EmbeddingData]
+    model: str
+    usage: EmbeddingUsage
+    object: str = "list"
+    perf_metrics: dict[str, object] | UnsetType = UNSET
+
+
+@dataclass(frozen=True)
+class EmbeddingPlan:
+    """What an embedding request asks for, in Fireside's terms."""
+
+    model: str
+    inputs: tuple[str | tuple[int, ...], ...]
+    normalize: bool
+    dimensions: int | None
+    base64: bool
+    perf_in_body: bool
+    user: str | None
+
+
+def embedding_plan(request: EmbeddingRequest) -> EmbeddingPlan:
+    for name in ("return_logits", "fanout_size", "raw_output"):
+        if getattr(request, name) not in (None, False):
+            raise BadRequest(f"{name} is not supported by this server's /v1/embeddings yet", param=name)
+    if request.prompt_template is not None or isinstance(request.input, dict) or (
+            isinstance(request.input, list) and any(isinstance(item, dict) for item in request.input)):
+        raise BadRequest("object inputs and prompt_template are not supported by this server's /v1/embeddings yet",
+                         param="prompt_template" if request.prompt_template is not None else "input")
+    if request.dimensions is not None and request.dimensions < 1:
+        raise BadRequest(f"dimensions must be 1 or more, got {request.dimensions}", param="dimensions")
+    return EmbeddingPlan(request.model, _inputs(request.input), bool(request.normalize), request.dimensions,
+                         request.encoding_format == "base64", bool(request.perf_metrics_in_response), request.user)
+
+
+def _inputs(value: str | list[Any] | dict[str, Any]) -> tuple[str | tuple[int, ...], ...]:
+    """A string, strings, token ids or lists of token ids, as the spec's `input` union allows."""
+    if isinstance(value, str):
+        items: list[Any] = [value]
+    elif value and all(isinstance(item, int) and not isinstance(item, bool) for item in value):
+        items = [value]
+    else:
+        items = list(value)  # type: ignore[arg-type]
+    if not items:
+        raise BadRequest("input must hold at least one text or token list", param="input")
+    inputs: list[str | tuple[int, ...]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, str):
+            if not item:
+                raise BadRequest(f"input[{i}] is an empty string: there is nothing to embed", param="input")
+            inputs.append(item)
+        elif isinstance(item, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in item):
+            inputs.append(tuple(item))
+        else:
+            raise RequestValidationError.at(["input", i], "Expected a string, a list of token ids or a list of "
+                                            "either", "type_error")
+    return tuple(inputs)
+
+
+def shape_vector(vector: np.ndarray, plan: EmbeddingPlan) -> np.ndarray:
+    """The vector the client asked for: cut to `dimensions`, then normalised when asked."""
+    if plan.dimensions is not None:
+        if plan.dimensions > len(vector):
+            raise BadRequest(f"dimensions {plan.dimensions} exceeds the model's {len(vector)}", param="dimensions")
+        vector = vector[:plan.dimensions]
+    if plan.normalize:
+        norm = float(np.linalg.norm(vector))
+        vector = vector / norm if norm > 0 else vector
+    return np.asarray(vector, dtype=np.float32)
+
+
+async def create_embeddings(request: Request) -> Response:
+    context = request_context(request)
+    wire = decode_body(await request.body(), EmbeddingRequest)
+    plan = embedding_plan(wire)
+    clock = RequestClock()
+    lease = await acquire_model(context.registry, plan.model)
+    try:
+        note_caller(plan.user, None)
+        model = lease.served.model
+        inputs = []
+        for i, item in enumerate(plan.inputs):
+            tokens = (tuple(model.tokenize(item, add_special=True, parse_special=False)) if isinstance(item, str)
+                      else item)
+            if any(t < 0 or t >= model.n_vocab for t in tokens):
+                raise BadRequest(f"input[{i}] holds a token id outside the vocabulary (0 to {model.n_vocab - 1})",
+                                 param="input")
+            inputs.append(tokens)
+        handle = submit(lease.served, EmbeddingJob(tuple(inputs)))
+        vectors: dict[int, np.ndarray] = {}
+        async for event in handle.events():
+            if isinstance(event, Embedded):
+                vectors[event.choice] = event.vector
+            elif isinstance(event, JobFailed):
+                error = event.error
+                if isinstance(error, EmbeddingError | ValueError):
+                    raise BadRequest(str(error), param="input")
+                raise EngineFailure(f"embedding failed: {error}")
+    finally:
+        lease.release()
+    clock.finish()
+    prompt_tokens = sum(len(tokens) for tokens in inputs)
+    data = []
+    for index in range(len(inputs)):
+        vector = shape_vector(vectors[index], plan)
+        encoded: list[float] | str = (base64.b64encode(vector.tobytes()).decode() if plan.base64
+                                      else vector.tolist())
+        data.append(EmbeddingData(index, encoded))
+    metrics: dict[str, object] = {"prompt-tokens": prompt_tokens, "cached-prompt-tokens": 0,
+                                  "server-processing-time": round((clock.finished or clock.started) - clock.started, 6)}
+    body = EmbeddingResponse(data, wire.model, EmbeddingUsage(prompt_tokens, prompt_tokens),
+                             perf_metrics=metrics if plan.perf_in_body else UNSET)
+    return Response(msgspec.json.encode(body), media_type="application/json", headers=perf_headers(metrics))
+
+
+@post([prefix + "/embeddings" for prefix in API_PREFIXES], status_code=200)
+async def embeddings(request: Request) -> Response:
+    return await create_embeddings(request)
+
+
+ROUTES = [embeddings]

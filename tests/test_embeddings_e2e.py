@@ -1,0 +1,105 @@
+"""`POST /v1/embeddings` over real HTTP: all-MiniLM-L6-v2 (a BERT GGUF made by the tests) checked
+against the independent numpy reference, SmolLM2 with last-token pooling, through the OpenAI SDK
+(float and base64, which it asks for by default) and plain HTTP."""
+
+from __future__ import annotations
+
+import base64
+
+import httpx
+import numpy as np
+import pytest
+
+from tests.conftest import start_server, stop_server
+from tests.embedding_model import minilm_gguf, reference_embedding, reference_tokens
+
+TEXTS = ["A man is playing a guitar.", "Fireside runs GGUF models on the computer you already own."]
+
+
+@pytest.fixture(scope="module")
+def embed_server(model_path):
+    server = start_server("--model", str(minilm_gguf()), "--alias", "minilm", "--model", str(model_path),
+                          "--alias", "smol", "--ctx-size", "512", "--parallel", "1")
+    yield server
+    stop_server(server)
+
+
+def post(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.v1}/embeddings", json=body, timeout=120)
+
+
+def test_openai_sdk_float_and_base64_match_the_reference(embed_server) -> None:
+    import openai
+
+    with openai.OpenAI(base_url=embed_server.v1, api_key="unused", max_retries=0) as client:
+        default = client.embeddings.create(model="minilm", input=TEXTS)  # the SDK asks for base64
+        floats = client.embeddings.create(model="minilm", input=TEXTS, encoding_format="float")
+    assert [d.index for d in default.data] == [0, 1]
+    assert default.usage.prompt_tokens == sum(len(reference_tokens(t)) for t in TEXTS)
+    for text, a, b in zip(TEXTS, default.data, floats.data, strict=True):
+        assert len(a.embedding) == 384 and np.allclose(a.embedding, b.embedding, atol=1e-6)
+        vector = np.array(b.embedding)
+        assert float(vector @ reference_embedding(reference_tokens(text)) / np.linalg.norm(vector)) >= 0.999
+
+
+def test_normalize_dimensions_and_token_inputs(embed_server) -> None:
+    ids = reference_tokens(TEXTS[0])
+    whole = post(embed_server, model="minilm", input=ids).json()["data"][0]["embedding"]
+    cut = post(embed_server, model="minilm", input=[ids], dimensions=64, normalize=True).json()["data"][0]["embedding"]
+    assert len(cut) == 64 and abs(float(np.linalg.norm(cut)) - 1.0) < 1e-5
+    expected = np.array(whole[:64]) / np.linalg.norm(whole[:64])
+    assert np.allclose(cut, expected, atol=1e-5)
+    raw = post(embed_server, model="minilm", input=TEXTS[0], encoding_format="base64").json()["data"][0]["embedding"]
+    assert np.allclose(np.frombuffer(base64.b64decode(raw), dtype=np.float32), whole, atol=1e-6)
+
+
+def test_a_generative_model_embeds_by_its_last_token(embed_server) -> None:
+    response = post(embed_server, model="smol", input=TEXTS, normalize=True, perf_metrics_in_response=True)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert [len(d["embedding"]) for d in body["data"]] == [576, 576]
+    assert body["perf_metrics"]["prompt-tokens"] == body["usage"]["prompt_tokens"] > 0
+    assert response.headers["fireworks-prompt-tokens"] == str(body["usage"]["prompt_tokens"])
+    a, b = (np.array(d["embedding"]) for d in body["data"])
+    assert float(a @ b) < 0.999
+
+
+@pytest.mark.parametrize(("body", "status", "param"), [
+    ({"input": ""}, 400, "input"),
+    ({"input": []}, 400, "input"),
+    ({"input": [1, "a"]}, 422, None),
+    ({"input": "x", "dimensions": 0}, 400, "dimensions"),
+    ({"input": "x", "dimensions": 999}, 400, "dimensions"),
+    ({"input": "x", "return_logits": [1]}, 400, "return_logits"),
+    ({"input": "x", "fanout_size": 2}, 400, "fanout_size"),
+    ({"input": {"q": "x"}, "prompt_template": "{q}"}, 400, "prompt_template"),
+    ({"input": [[101] * 600]}, 400, "input"),
+    ({"input": [[10 ** 9]]}, 400, "input"),
+    ({"input": "x", "encoding_format": "int8"}, 422, None),
+    ({"input": "x", "colour": "red"}, 422, None),
+])
+def test_bad_requests_get_clear_errors(embed_server, body, status, param) -> None:
+    response = post(embed_server, model="minilm", **body)
+    assert response.status_code == status, response.text
+    if status == 400:
+        assert response.json()["error"]["param"] == param
+    else:
+        assert response.json()["detail"]
+
+
+def test_unknown_model_is_404(embed_server) -> None:
+    assert post(embed_server, model="nope", input="x").status_code == 404
+
+
+def test_langchain_openai_embeddings(embed_server) -> None:
+    from langchain_openai import OpenAIEmbeddings
+
+    # check_embedding_ctx_length=False: LangChain otherwise sends OpenAI's own (tiktoken) token ids,
+    # which mean nothing to another model's vocabulary; local servers are used this way
+    embedder = OpenAIEmbeddings(model="minilm", base_url=embed_server.v1, api_key="unused",
+                                check_embedding_ctx_length=False)
+    documents = embedder.embed_documents(TEXTS)
+    query = embedder.embed_query(TEXTS[0])
+    assert len(documents) == 2 and np.allclose(documents[0], query, atol=1e-6)
+    reference = reference_embedding(reference_tokens(TEXTS[1]))
+    assert float(np.array(documents[1]) @ reference / np.linalg.norm(documents[1])) >= 0.999
