@@ -17,6 +17,7 @@ from app.constraints import Constraint, call_grammar, format_grammar, reasoning_
 from app.plan import Conversation, RequestPlan, Sampling
 from app.prompts import Fragments, Prompt, chat_prompt, check_token_ids, written_prompts
 from app.server.errors import BadRequest
+from backends.embedder import Pooling, declared_pooling
 from backends.jobs import GenerationJob, PromptSpec, SamplingParams
 from backends.llama_model import LlamaModel
 from backends.reasoning_budget import ReasoningBudget
@@ -54,6 +55,10 @@ class PreparedRequest:
 
 async def prepare(plan: RequestPlan, served: ServedModel) -> PreparedRequest:
     model = served.model
+    pooling = declared_pooling(model)
+    if pooling != Pooling.none:
+        raise BadRequest(f"{served.id} is an embedding model ({pooling.name} pooling): it does not generate text; "
+                         "use /v1/embeddings", param="model")
     chat = tool_names = None
     if isinstance(plan.input, Conversation):
         chat = chat_format(served)

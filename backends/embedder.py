@@ -21,6 +21,7 @@ import llama_cpp
 import numpy as np
 
 from backends.llama_model import LlamaModel, ModelLoadError
+from backends.model_cache import per_model
 
 
 class Pooling(enum.IntEnum):
@@ -46,6 +47,10 @@ def model_pooling(model: LlamaModel) -> Pooling | None:
         return None
     pooling = int(value)
     return Pooling(pooling) if pooling in Pooling._value2member_map_ and pooling != Pooling.none else None
+
+
+declared_pooling = per_model(lambda model: model_pooling(model) or Pooling.none)
+"""The pooling a model declares (`Pooling.none` for a generative model), read once per model."""
 
 
 class EmbeddingContext:

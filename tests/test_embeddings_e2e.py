@@ -103,3 +103,13 @@ def test_langchain_openai_embeddings(embed_server) -> None:
     assert len(documents) == 2 and np.allclose(documents[0], query, atol=1e-6)
     reference = reference_embedding(reference_tokens(TEXTS[1]))
     assert float(np.array(documents[1]) @ reference / np.linalg.norm(documents[1])) >= 0.999
+
+
+@pytest.mark.parametrize("route", ["completions", "chat/completions"])
+def test_an_embedding_model_does_not_generate(embed_server, route) -> None:
+    body = {"model": "minilm", "max_tokens": 3, "prompt": "hello", "messages": [{"role": "user", "content": "hi"}]}
+    body.pop("messages" if route == "completions" else "prompt")
+    response = httpx.post(f"{embed_server.v1}/{route}", json=body, timeout=60)
+    assert response.status_code == 400
+    assert response.json()["error"]["message"] == (
+        "minilm is an embedding model (mean pooling): it does not generate text; use /v1/embeddings")
