@@ -1,0 +1,102 @@
+"""`POST /v1/rerank` over real HTTP, LLM-scored as Qwen3-Reranker is (P(yes) against P(no)), on
+SmolLM2 and on Gemma 3 with the Gemma template (which refuses a system message: the instruction
+goes into the user message). The tiny models rank poorly; what is checked is the contract: every
+document scored once, sorted, with its index, `top_n`, `return_documents`, the score being the
+model's own P(yes) / (P(yes) + P(no)) as plain completions scoring gives it, and clear errors."""
+
+from __future__ import annotations
+
+import math
+
+import httpx
+import pytest
+
+from tests.conftest import FIXTURES, start_server, stop_server
+
+DOCUMENTS = ["Paris is the capital and largest city of France.", "Bananas are yellow fruit rich in potassium.",
+             "The Eiffel Tower stands in Paris, France.", "Berlin is the capital of Germany."]
+QUERY = "What is the capital of France?"
+
+
+@pytest.fixture(scope="module")
+def rerank_server(model_path, gemma_path):
+    server = start_server("--model", str(model_path), "--alias", "smol", "--model", str(gemma_path), "--alias",
+                          "gemma", "--chat-template", str(FIXTURES / "google-gemma-2-2b-it.jinja"),
+                          "--ctx-size", "1024", "--parallel", "2")
+    yield server
+    stop_server(server)
+
+
+def rerank(server, **body) -> httpx.Response:
+    return httpx.post(f"{server.v1}/rerank", json={"query": QUERY, "documents": DOCUMENTS, **body}, timeout=120)
+
+
+@pytest.mark.parametrize("model", ["smol", "gemma"])
+def test_every_document_is_scored_once_and_sorted(rerank_server, model) -> None:
+    response = rerank(rerank_server, model=model)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["object"] == "list" and body["model"] == model and body["usage"]["prompt_tokens"] > 0
+    data = body["data"]
+    assert sorted(item["index"] for item in data) == [0, 1, 2, 3]
+    scores = [item["relevance_score"] for item in data]
+    assert scores == sorted(scores, reverse=True) and all(0.0 < s < 1.0 for s in scores)
+    assert all(item["document"] == DOCUMENTS[item["index"]] for item in data)
+    # scored again, now from cached prefixes: the same up to float rounding, which the probability
+    # ratio amplifies where P(yes) and P(no) are close (a logit off by 0.1 moves it by 0.025)
+    again = {item["index"]: item["relevance_score"] for item in rerank(rerank_server, model=model).json()["data"]}
+    drift = max(abs(again[item["index"]] - item["relevance_score"]) for item in data)
+    assert drift < 0.05, (again, data)
+
+
+def test_top_n_and_return_documents(rerank_server) -> None:
+    full = rerank(rerank_server, model="smol").json()["data"]
+    cut = rerank(rerank_server, model="smol", top_n=2, return_documents=False).json()["data"]
+    assert len(cut) == 2 and all("document" not in c for c in cut)
+    scores = {f["index"]: f["relevance_score"] for f in full}
+    assert all(abs(scores[c["index"]] - c["relevance_score"]) < 0.01 for c in cut)
+    assert cut[0]["relevance_score"] >= cut[1]["relevance_score"] >= sorted(scores.values())[1] - 0.01
+
+
+def test_the_score_is_the_model_s_yes_against_no(rerank_server) -> None:
+    """Cross-checked through /v1/completions: the same judging prompt, rendered by the chat
+    endpoint (raw_output), scored with echo and logprobs."""
+    body = rerank(rerank_server, model="smol", documents=DOCUMENTS[:1]).json()
+    messages = [{"role": "system", "content": ('Judge whether the Document meets the requirements based on the '
+                                               'Query and the Instruct provided. Note that the answer can only be '
+                                               '"yes" or "no".')},
+                {"role": "user", "content": "<Instruct>: Given a web search query, retrieve relevant passages that "
+                                            f"answer the query\n<Query>: {QUERY}\n<Document>: {DOCUMENTS[0]}"}]
+    chat = httpx.post(f"{rerank_server.v1}/chat/completions", json={
+        "model": "smol", "messages": messages, "max_tokens": 1, "raw_output": True}, timeout=60).json()
+    prompt_ids = chat["choices"][0]["raw_output"]["prompt_token_ids"]
+    logprob = {}
+    for word in ("yes", "no"):
+        word_id = httpx.post(f"{rerank_server.base_url}/v1/completions", json={
+            "model": "smol", "prompt": word, "max_tokens": 0, "echo": True, "return_token_ids": True},
+            timeout=60).json()["choices"][0]["prompt_token_ids"]
+        scored = httpx.post(f"{rerank_server.v1}/completions", json={
+            "model": "smol", "prompt": [*prompt_ids, *word_id], "max_tokens": 0, "echo": True, "logprobs": 1},
+            timeout=60).json()
+        logprob[word] = scored["choices"][0]["logprobs"]["token_logprobs"][-1]
+    expected = math.exp(logprob["yes"]) / (math.exp(logprob["yes"]) + math.exp(logprob["no"]))
+    assert abs(body["data"][0]["relevance_score"] - expected) < 0.01
+
+
+@pytest.mark.parametrize(("body", "status", "param"), [
+    ({"documents": []}, 400, "documents"),
+    ({"top_n": 0}, 400, "top_n"),
+    ({"model": "nope"}, 404, None),
+    ({"colour": "red"}, 422, None),
+    ({"documents": "one"}, 422, None),
+])
+def test_bad_requests_get_clear_errors(rerank_server, body, status, param) -> None:
+    response = rerank(rerank_server, **body)
+    assert response.status_code == status, response.text
+    if status == 400:
+        assert response.json()["error"]["param"] == param
+
+
+def test_without_a_model_the_first_served_model_ranks(rerank_server) -> None:
+    response = rerank(rerank_server)
+    assert response.status_code == 200 and response.json()["model"] == "smol"
