@@ -113,3 +113,17 @@ def test_an_embedding_model_does_not_generate(embed_server, route) -> None:
     assert response.status_code == 400
     assert response.json()["error"]["message"] == (
         "minilm is an embedding model (mean pooling): it does not generate text; use /v1/embeddings")
+
+
+def test_models_say_what_each_model_serves(embed_server) -> None:
+    post(embed_server, model="smol", input="load it")  # models load on first use
+    cards = {card["id"]: card for card in httpx.get(f"{embed_server.v1}/models", timeout=30).json()["data"]}
+    assert cards["minilm"]["capabilities"] == ["embedding"]
+    assert cards["smol"]["capabilities"] == ["completion", "chat", "embedding", "rerank"]
+
+
+def test_an_embedding_model_does_not_rank(embed_server) -> None:
+    response = httpx.post(f"{embed_server.v1}/rerank", json={"model": "minilm", "query": "q", "documents": ["d"]},
+                          timeout=60)
+    assert response.status_code == 400 and response.json()["error"]["param"] == "model"
+    assert "minilm is an embedding model (mean pooling)" in response.json()["error"]["message"]

@@ -218,6 +218,8 @@ class ModelCard(ResponseStruct):
     object: str = "model"
     context_length: int | UnsetType = UNSET
     loaded: bool | UnsetType = UNSET  # in memory now (models load on first use and unload when idle)
+    # what the model serves (a loaded model's): "completion", "chat", "embedding", "rerank"
+    capabilities: list[str] | UnsetType = UNSET
 
 
 class ModelList(ResponseStruct):

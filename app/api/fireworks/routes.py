@@ -12,6 +12,7 @@ from app.api.fireworks.completions import create_completion
 from app.api.fireworks.responses import ModelCard, ModelList
 from app.server.errors import ModelNotFound
 from app.server.state import registry, request_context, settings
+from backends.embedder import Pooling, declared_pooling
 from backends.registry import ModelSpec, ServedModel
 
 API_PREFIXES = ("/v1", "/inference/v1")
@@ -35,7 +36,19 @@ async def chat_completions(request: Request) -> Response | Stream:
 
 def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCard:
     context = served.engine.ctx_size if served is not None else (spec.ctx_size or UNSET)
-    return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None)
+    return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None,
+                     capabilities=_capabilities(served) if served is not None else UNSET)
+
+
+def _capabilities(served: ServedModel) -> list[str]:
+    """A generative model completes, chats, embeds (last token) and ranks (yes against no); a
+    model that declares pooling only embeds."""
+    pooling = declared_pooling(served.model)
+    if pooling == Pooling.rank:
+        return []  # a cross-encoder: its reranking is not served yet
+    if pooling != Pooling.none:
+        return ["embedding"]
+    return ["completion", "chat", "embedding", "rerank"]
 
 
 @get(_paths("/models"))
