@@ -13,6 +13,8 @@ gpu_layers = "auto"        # a number, -1 for all, or "auto": as many as fit
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
 keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1": never)
 mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
+pooling = "last"           # how /v1/embeddings pools: "mean", "cls", "last" (the default: the GGUF's own,
+                           # else last-token for a generative model), "rank"
 
 [models.sampling]          # defaults for requests that leave these fields out
 temperature = 0.7
@@ -50,6 +52,9 @@ class ConfigError(Exception):
     """The config file cannot be read or says something impossible; the message names the place."""
 
 
+POOLINGS = ("mean", "cls", "last", "rank")
+
+
 @dataclass(frozen=True)
 class ModelEntry:
     id: str
@@ -61,6 +66,7 @@ class ModelEntry:
     keep_alive: float = DEFAULT_KEEP_ALIVE  # seconds; FOREVER: never unloaded
     sampling: dict[str, Any] = field(default_factory=dict)
     mmproj: Path | None = None
+    pooling: str | None = None  # a `backends.embedder.Pooling` name
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -130,7 +136,8 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     where = f"{config_path}: models[{index}]"
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
-    known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj"}
+    known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj",
+             "pooling"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -143,6 +150,9 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     context = raw.get("context_size", 0)
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
         raise ConfigError(f"{where}: context_size is a number of tokens")
+    pooling = raw.get("pooling")
+    if pooling is not None and pooling not in POOLINGS:
+        raise ConfigError(f"{where}: pooling is one of {', '.join(POOLINGS)}, got {pooling!r}")
     sampling = dict(raw.get("sampling", {}))
     unknown = sorted(set(sampling) - SAMPLING_FIELDS)
     if unknown:
@@ -158,6 +168,7 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
         keep_alive=parse_duration(raw.get("keep_alive", DEFAULT_KEEP_ALIVE), f"{where}.keep_alive"),
         sampling=sampling,
         mmproj=_path(raw["mmproj"], models_dir(), f"{where}.mmproj") if "mmproj" in raw else None,
+        pooling=pooling,
     )
 
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from backends.embedder import Pooling
 from backends.engine import Engine, EngineOptions
 from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
@@ -76,6 +77,7 @@ class ModelSpec:
     gpu_layers: int | str = 0  # a number, -1 for all, or "auto"
     keep_alive: float = FOREVER  # seconds unused before it unloads
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)
+    pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
 
     @property
@@ -339,7 +341,11 @@ class ModelRegistry:
             # 0 means: the model's training context, at most DEFAULT_CTX tokens per sequence.
             ctx_size = spec.ctx_size or self.engine_options.ctx_size or min(model.n_ctx_train or DEFAULT_CTX,
                                                                             DEFAULT_CTX)
-            engine = Engine(model, dataclasses.replace(self.engine_options, ctx_size=ctx_size))
+            options = dataclasses.replace(self.engine_options, ctx_size=ctx_size)
+            if spec.pooling is not None:
+                options = dataclasses.replace(options, embedding=dataclasses.replace(options.embedding,
+                                                                                     pooling=spec.pooling))
+            engine = Engine(model, options)
         except BaseException:
             model.close()
             raise

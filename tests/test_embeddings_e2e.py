@@ -127,3 +127,32 @@ def test_an_embedding_model_does_not_rank(embed_server) -> None:
                           timeout=60)
     assert response.status_code == 400 and response.json()["error"]["param"] == "model"
     assert "minilm is an embedding model (mean pooling)" in response.json()["error"]["message"]
+
+
+def test_pooling_is_set_per_model_in_the_config(tmp_path) -> None:  # noqa: ANN001
+    """`pooling = "cls"` makes the BERT model pool by its [CLS] position: a vector other than its
+    own mean pooling; a generative model cannot pool by the mean and says so; a pooling the config
+    cannot name is refused when the config is read."""
+    from app.config import ConfigError, load_config
+    from backends.registry import default_model_path
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[[models]]\nid = "minilm-cls"\nfile = "{minilm_gguf()}"\npooling = "cls"\n\n'
+                      f'[[models]]\nid = "minilm"\nfile = "{minilm_gguf()}"\n\n'
+                      f'[[models]]\nid = "smol-mean"\nfile = "{default_model_path()}"\npooling = "mean"\n',
+                      encoding="utf-8")
+    server = start_server("--config", str(config), "--ctx-size", "512", "--parallel", "1")
+    try:
+        cls = post(server, model="minilm-cls", input=TEXTS[0]).json()["data"][0]["embedding"]
+        mean = post(server, model="minilm", input=TEXTS[0]).json()["data"][0]["embedding"]
+        cosine = float(np.dot(cls, mean) / np.linalg.norm(cls) / np.linalg.norm(mean))
+        assert 0.2 < cosine < 0.99  # related (one model) but not the same pooling
+        reference = reference_embedding(reference_tokens(TEXTS[0]))
+        assert float(np.dot(mean, reference) / np.linalg.norm(mean)) >= 0.999  # the entry without pooling: its own
+        refused = post(server, model="smol-mean", input=TEXTS[0])
+        assert refused.status_code == 400 and "mean pooling needs a model that declares it" in refused.text
+    finally:
+        stop_server(server)
+    config.write_text(f'[[models]]\nid = "x"\nfile = "{minilm_gguf()}"\npooling = "max"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="pooling is one of mean, cls, last, rank"):
+        load_config(config)

@@ -12,6 +12,7 @@ from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
 from app.server import security
 from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
+from backends.embedder import Pooling
 from backends.engine import EngineOptions
 from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.llama_model import ModelLoadError, ModelOptions
@@ -107,7 +108,7 @@ def _configured_spec(entry: ModelEntry) -> ModelSpec:
         raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
-                     eager=False)
+                     pooling=Pooling[entry.pooling] if entry.pooling is not None else None, eager=False)
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
