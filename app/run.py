@@ -42,6 +42,7 @@ from app.usage import RequestClock, UsageCounter
 from backends.engine import QueueFull
 from backends.jobs import (
     ChoiceFinished,
+    EmbeddingJob,
     GenerationJob,
     JobFailed,
     JobHandle,
@@ -133,7 +134,7 @@ async def acquire_model(registry: ModelRegistry, name: str) -> Lease:
     return lease
 
 
-def submit(served: ServedModel, job: GenerationJob) -> JobHandle:
+def submit(served: ServedModel, job: GenerationJob | EmbeddingJob) -> JobHandle:
     note_job(served, job)
     try:
         return served.engine.submit(job)

@@ -311,3 +311,13 @@ def test_line_quoting_and_truncation():
     assert error_message(b'{"detail":[{"loc":["body","model"],"msg":"missing"}]}') == "body.model: missing"
     assert error_message(b'{"error":{"message":"nope","type":"x"}}') == "nope"
 
+
+
+def test_an_embedding_request_is_logged_with_its_input(prompts_logged):
+    server, reader = prompts_logged
+    response = httpx.post(f"{server.v1}/embeddings", json={"model": server.model, "input": f"About {SECRET}"},
+                          timeout=60)
+    assert response.status_code == 200, response.text
+    line = request_line(reader, route="/v1/embeddings")
+    assert SECRET in line["prompt"] and line["status"] == "200"
+    assert int(line["prompt_tokens"]) == response.json()["usage"]["prompt_tokens"]

@@ -30,9 +30,9 @@ from app.server.errors import (
     RequestValidationError,
     decode_body,
 )
-from app.server.request_log import note_caller
+from app.server.request_log import note_caller, track
 from app.server.state import request_context
-from app.usage import RequestClock
+from app.usage import RequestClock, UsageCounter
 from backends.embedder import EmbeddingError
 from backends.jobs import Embedded, EmbeddingJob, JobFailed
 
@@ -168,6 +168,7 @@ async def create_embeddings(request: Request) -> Response:
         lease.release()
     clock.finish()
     prompt_tokens = sum(len(tokens) for tokens in inputs)
+    track(UsageCounter(1, prompt_tokens=prompt_tokens), clock)  # the request log line's token counts
     data = []
     for index in range(len(inputs)):
         vector = shape_vector(vectors[index], plan)

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from app.usage import RequestClock, UsageCounter
-    from backends.jobs import GenerationJob
+    from backends.jobs import EmbeddingJob, GenerationJob
     from backends.registry import ServedModel
 
 log = logging.getLogger("fireside.requests")
@@ -68,7 +68,7 @@ class RequestRecord:
     error_body: bytearray = field(default_factory=bytearray)
     model: str | None = None  # as requested, then the served model's id
     served: ServedModel | None = None
-    job: GenerationJob | None = None
+    job: GenerationJob | EmbeddingJob | None = None
     response_id: str | None = None
     counter: UsageCounter | None = None
     clock: RequestClock | None = None
@@ -144,7 +144,7 @@ def note_model(name: str) -> None:
         record.model = name
 
 
-def note_job(served: ServedModel, job: GenerationJob) -> None:
+def note_job(served: ServedModel, job: GenerationJob | EmbeddingJob) -> None:
     record = _current.get()
     if record is not None:
         record.served, record.job, record.model = served, job, served.id
@@ -233,7 +233,9 @@ def _texts(record: RequestRecord) -> dict[str, Any]:
     """`prompt` and `output` for --log-prompts."""
     fields: dict[str, Any] = {}
     if record.served is not None and record.job is not None:
-        prompts = [truncate(record.served.model.detokenize(list(p.tokens))) for p in record.job.prompts]
+        job = record.job
+        inputs = [p.tokens for p in job.prompts] if hasattr(job, "prompts") else list(job.inputs)  # embeddings: inputs
+        prompts = [truncate(record.served.model.detokenize(list(tokens))) for tokens in inputs]
         fields["prompt"] = prompts[0] if len(prompts) == 1 else prompts
     if record.outputs is not None:
         outputs = [truncate("".join(parts)) for parts in record.outputs]
