@@ -129,7 +129,7 @@ def test_an_embedding_model_does_not_rank(embed_server) -> None:
     assert "minilm is an embedding model (mean pooling)" in response.json()["error"]["message"]
 
 
-def test_pooling_is_set_per_model_in_the_config(tmp_path) -> None:  # noqa: ANN001
+def test_pooling_is_set_per_model_in_the_config(tmp_path) -> None:
     """`pooling = "cls"` makes the BERT model pool by its [CLS] position: a vector other than its
     own mean pooling; a generative model cannot pool by the mean and says so; a pooling the config
     cannot name is refused when the config is read."""
@@ -156,3 +156,42 @@ def test_pooling_is_set_per_model_in_the_config(tmp_path) -> None:  # noqa: ANN0
     config.write_text(f'[[models]]\nid = "x"\nfile = "{minilm_gguf()}"\npooling = "max"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="pooling is one of mean, cls, last, rank"):
         load_config(config)
+
+
+HOSTILE = [
+    b"not json", b"[]", b"null", b'{"model": "minilm"}', b'{"model": "minilm", "input": null}',
+    b'{"model": "minilm", "input": [[[1]]]}', b'{"model": "minilm", "input": [true, false]}',
+    b'{"model": "minilm", "input": [-1]}', b'{"model": "minilm", "input": "x", "dimensions": -5}',
+    b'{"model": "minilm", "input": "x", "normalize": "yes"}', b'{"model": 5, "input": "x"}',
+    b'{"model": "minilm", "input": "\\u0000\\ud83d"}', b'{"model": "minilm", "input": [' + b'"a",' * 300 + b'"b"]}',
+]
+HOSTILE_RERANK = [
+    b"{}", b'{"query": 1, "documents": ["a"]}', b'{"query": "q", "documents": [null]}',
+    b'{"query": "q", "documents": ["a"], "top_n": 99999}', b'{"query": "q", "documents": ["a"], "top_n": -1}',
+    b'{"query": "", "documents": [""], "task": ""}', b'{"query": "q", "documents": ["a"], "model": "minilm"}',
+]
+
+
+@pytest.mark.parametrize(("route", "body"), [("embeddings", b) for b in HOSTILE] + [("rerank", b) for b in HOSTILE_RERANK])
+def test_hostile_bodies_never_get_a_server_error(embed_server, route, body) -> None:
+    response = httpx.post(f"{embed_server.base_url}/inference/v1/{route}", content=body,
+                          headers={"content-type": "application/json"}, timeout=120)
+    assert response.status_code < 500, response.text
+    assert response.status_code in (200, 400, 404, 422)
+
+
+def test_the_endpoints_are_in_the_openapi_document_and_behind_the_api_key(model_path) -> None:
+    server = start_server("--model", str(minilm_gguf()), "--alias", "minilm", "--api-key", "sk-local-test-key-1234",
+                          "--ctx-size", "512", "--parallel", "1")
+    try:
+        for route, body in (("embeddings", {"model": "minilm", "input": "x"}),
+                            ("rerank", {"model": "minilm", "query": "q", "documents": ["d"]})):
+            assert httpx.post(f"{server.v1}/{route}", json=body, timeout=60).status_code == 401
+        authorised = httpx.post(f"{server.v1}/embeddings", json={"model": "minilm", "input": "x"}, timeout=60,
+                                headers={"Authorization": "Bearer sk-local-test-key-1234"})
+        assert authorised.status_code == 200
+        paths = httpx.get(f"{server.base_url}/openapi.json", timeout=30,
+                          headers={"Authorization": "Bearer sk-local-test-key-1234"}).json()["paths"]
+        assert {"/v1/embeddings", "/v1/rerank", "/inference/v1/embeddings", "/inference/v1/rerank"} <= set(paths)
+    finally:
+        stop_server(server)

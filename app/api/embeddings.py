@@ -71,7 +71,7 @@ class EmbeddingResponse(msgspec.Struct, omit_defaults=True):
     model: str
     usage: EmbeddingUsage
     object: str = "list"
-    perf_metrics: dict[str, object] | UnsetType = UNSET
+    perf_metrics: dict[str, Any] | UnsetType = UNSET
 
 
 @dataclass(frozen=True)

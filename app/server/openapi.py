@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from app.api.embeddings import EmbeddingRequest, EmbeddingResponse
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
 from app.api.fireworks.responses import (
     ChatCompletionResponse,
@@ -23,6 +24,7 @@ from app.api.fireworks.responses import (
     NewLogProbs,
 )
 from app.api.fireworks.routes import API_PREFIXES
+from app.api.rerank import RerankRequestBody, RerankResponse
 from app.server.errors import ErrorResponse, HTTPValidationError
 
 _REF = "#/components/schemas/{name}"
@@ -42,6 +44,12 @@ def _errors() -> dict[str, Any]:
         "404": {"description": "Unknown model", "content": _json(ErrorResponse)},
         "422": {"description": "Validation Error", "content": _json(HTTPValidationError)},
     }
+
+
+def _whole(summary: str, request: type, response: type) -> dict[str, Any]:
+    return {"post": {"summary": summary, "requestBody": {"required": True, "content": _json(request)},
+                     "responses": {"200": {"description": "Successful Response", "content": _json(response)},
+                                   **_errors()}}}
 
 
 def _generation(summary: str, request: type, response: type, chunk: type) -> dict[str, Any]:
@@ -68,7 +76,8 @@ def openapi_document() -> dict[str, Any]:
     structs = [
         CompletionRequest, ChatCompletionRequest, CompletionResponse, CompletionStreamResponse,
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
-        ModelList, ModelCard, LogProbs, NewLogProbs,
+        ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
+        RerankResponse,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -77,6 +86,8 @@ def openapi_document() -> dict[str, Any]:
         paths[f"{prefix}/chat/completions"] = _generation(
             "Create Chat Completion", ChatCompletionRequest, ChatCompletionResponse, ChatCompletionStreamResponse
         )
+        paths[f"{prefix}/embeddings"] = _whole("Create Embeddings", EmbeddingRequest, EmbeddingResponse)
+        paths[f"{prefix}/rerank"] = _whole("Rerank", RerankRequestBody, RerankResponse)
         paths[f"{prefix}/models"] = {
             "get": {"summary": "List Models", "responses": {"200": {"description": "The served models", "content": _json(ModelList)}}}
         }
