@@ -53,12 +53,16 @@ class PreparedRequest:
         return self.chat.output(self.prompts[0].text, self.tool_names)
 
 
+def require_generative(served: ServedModel, why: str) -> None:
+    """400 for a model that declares pooling (an embedding model): `why` says what it cannot do."""
+    pooling = declared_pooling(served.model)
+    if pooling != Pooling.none:
+        raise BadRequest(f"{served.id} is an embedding model ({pooling.name} pooling): {why}", param="model")
+
+
 async def prepare(plan: RequestPlan, served: ServedModel) -> PreparedRequest:
     model = served.model
-    pooling = declared_pooling(model)
-    if pooling != Pooling.none:
-        raise BadRequest(f"{served.id} is an embedding model ({pooling.name} pooling): it does not generate text; "
-                         "use /v1/embeddings", param="model")
+    require_generative(served, "it does not generate text; use /v1/embeddings")
     chat = tool_names = None
     if isinstance(plan.input, Conversation):
         chat = chat_format(served)

@@ -23,11 +23,11 @@ from msgspec import UNSET, UnsetType
 from app.api.fireworks.routes import API_PREFIXES
 from app.chat_formats import chat_format
 from app.plan import Conversation
+from app.prepare import require_generative
 from app.prompts import Prompt, chat_prompt
 from app.run import acquire_model, submit
 from app.server.errors import BadRequest, EngineFailure, decode_body
 from app.server.state import request_context
-from backends.embedder import Pooling, declared_pooling
 from backends.jobs import (
     GenerationJob,
     JobFailed,
@@ -124,10 +124,7 @@ async def create_rerank(request: Request) -> Response:
     lease = await acquire_model(context.registry, plan.model)
     try:
         served = lease.served
-        pooling = declared_pooling(served.model)
-        if pooling != Pooling.none:
-            raise BadRequest(f"{served.id} is an embedding model ({pooling.name} pooling); ranking needs a chat "
-                             "model (cross-encoder rerankers are not served yet)", param="model")
+        require_generative(served, "ranking needs a chat model (cross-encoder rerankers are not served yet)")
         model, chat = served.model, chat_format(served)
         yes, no = _answer_token(model, "yes"), _answer_token(model, "no")
         reasoning = ReasoningRequest(effort="none") if chat.family.reasons else ReasoningRequest()
