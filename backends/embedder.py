@@ -6,7 +6,8 @@ dedicated embedding models carry: mean, CLS, last, rank), else last-token poolin
 model. Dedicated models pool inside llama.cpp. A generative model is read at its last token:
 llama.cpp outputs every token of an embedding decode (and a generative model's output head costs
 262k logits a row on Gemma 3), so the inputs but their last tokens are decoded with embeddings
-off, then the last tokens alone with embeddings on. Inputs are packed whole into
+off, then the last tokens alone with embeddings on (their logits come with them, for
+`return_logits`; a ranking model's logits are its class scores). Inputs are packed whole into
 batches, one sequence id each; the memory is cleared after each batch, so nothing is cached
 between batches. Not thread-safe: one thread (the engine's scheduler) drives a context.
 """
@@ -85,7 +86,14 @@ class EmbeddingContext:
             raise ModelLoadError(f"cannot create an embedding context of {ctx_size} tokens for {model.path}")
         self.ctx_size = llama_cpp.llama_n_ctx(self._ctx)
         self.max_inputs = max_inputs
-        self.dimensions = llama_cpp.llama_model_n_embd(model.handle) if self.pooling != Pooling.rank else 1
+        # a ranking model pools to its classes' scores (one for a cross-encoder; yes and no for a
+        # rank-pooled Qwen3-Reranker), an embedding model to a vector
+        self.dimensions = (llama_cpp.llama_model_n_cls_out(model.handle) if self.pooling == Pooling.rank
+                           else llama_cpp.llama_model_n_embd(model.handle))
+        # the scores `logits` reads: a generative model's vocabulary at the last position, a ranking
+        # model's classes; a model that pools hidden states (mean, CLS, last inside llama.cpp) has none
+        self.logit_count = (model.n_vocab if not self._pools_inside
+                            else self.dimensions if self.pooling == Pooling.rank else 0)
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._batch = llama_cpp.llama_batch_init(self.ctx_size, 0, 1)
 
@@ -94,6 +102,17 @@ class EmbeddingContext:
             llama_cpp.llama_batch_free(self._batch)
             llama_cpp.llama_free(self._ctx)
             self._ctx = None
+
+    def check_logits(self, ids: Sequence[int]) -> None:
+        """Raises `EmbeddingError` when this context cannot give the logits `ids` name."""
+        if not self.logit_count:
+            raise EmbeddingError(f"this model pools its hidden states by {self.pooling.name}; it has no logits to "
+                                 "return (return_logits needs a generative model or a ranking model)")
+        outside = [i for i in ids if not 0 <= i < self.logit_count]
+        if outside:
+            raise EmbeddingError(f"return_logits names {outside[0]}, outside this model's {self.logit_count} "
+                                 f"{'classes' if self._pools_inside else 'vocabulary entries'} "
+                                 f"(0 to {self.logit_count - 1})")
 
     def check(self, tokens: Sequence[int]) -> None:
         """Raises `EmbeddingError` for an input this context cannot take."""
@@ -117,22 +136,27 @@ class EmbeddingContext:
             used += len(tokens)
         return packed
 
-    def embed_batch(self, inputs: Sequence[Sequence[int]]) -> np.ndarray:
-        """One decode of inputs that fit together (see `batches`): their pooled vectors, one row
-        each (float32, as the model computes them, not normalised)."""
+    def embed_batch(self, inputs: Sequence[Sequence[int]],
+                    logits: Sequence[tuple[int, ...] | None] | None = None) -> list[np.ndarray]:
+        """One decode of inputs that fit together (see `batches`): their pooled vectors (float32, as
+        the model computes them, not normalised), one each, or where `logits[i]` names ids (an
+        empty tuple: all), input i's logits of those ids instead (see `check_logits`)."""
+        asks = logits or [None] * len(inputs)
         try:
             if self._pools_inside:
                 self._decode([(seq, 0, tokens) for seq, tokens in enumerate(inputs)], outputs=True)
-                return np.stack([self._vector(llama_cpp.llama_get_embeddings_seq(self._ctx, seq))
-                                 for seq in range(len(inputs))])
+                pooled = [self._vector(llama_cpp.llama_get_embeddings_seq(self._ctx, seq)) for seq in range(len(inputs))]
+                return [vector if ids is None else vector[list(ids)] if ids else vector
+                        for vector, ids in zip(pooled, asks, strict=True)]
             heads = [(seq, 0, tokens[:-1]) for seq, tokens in enumerate(inputs) if len(tokens) > 1]
             if heads:
                 llama_cpp.llama_set_embeddings(self._ctx, False)
                 self._decode(heads, outputs=False)
                 llama_cpp.llama_set_embeddings(self._ctx, True)
             self._decode([(seq, len(tokens) - 1, tokens[-1:]) for seq, tokens in enumerate(inputs)], outputs=True)
-            return np.stack([self._vector(llama_cpp.llama_get_embeddings_ith(self._ctx, row))
-                             for row in range(len(inputs))])
+            return [self._vector(llama_cpp.llama_get_embeddings_ith(self._ctx, row)) if ids is None
+                    else _select(self._row(llama_cpp.llama_get_logits_ith(self._ctx, row), self.logit_count), ids)
+                    for row, ids in enumerate(asks)]
         finally:
             llama_cpp.llama_set_embeddings(self._ctx, True)
             llama_cpp.llama_memory_clear(self._memory, True)
@@ -154,7 +178,16 @@ class EmbeddingContext:
             raise RuntimeError(f"llama_decode failed with status {status} on an embedding batch")
 
     def _vector(self, pointer: ctypes.POINTER(ctypes.c_float) | None) -> np.ndarray:  # type: ignore[valid-type]
+        return self._row(pointer, self.dimensions).copy()
+
+    @staticmethod
+    def _row(pointer: ctypes.POINTER(ctypes.c_float) | None, size: int) -> np.ndarray:  # type: ignore[valid-type]
+        """A view of llama.cpp's output row (valid until the next decode)."""
         if not pointer:
-            raise RuntimeError("llama.cpp returned no embedding")
-        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
-                                     shape=(self.dimensions,)).copy()
+            raise RuntimeError("llama.cpp returned no output for an embedding input")
+        return np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(size,))
+
+
+def _select(row: np.ndarray, ids: tuple[int, ...]) -> np.ndarray:
+    """A copy of `row`'s entries `ids` (all of them for an empty tuple)."""
+    return row[list(ids)] if ids else row.copy()

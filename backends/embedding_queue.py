@@ -38,11 +38,15 @@ class EmbeddingQueue:
     def pending(self) -> bool:
         return bool(self._waiting)
 
+    @property
+    def input_limit(self) -> int:
+        """The most tokens one input may hold: the embedding context's size."""
+        size = min(self._options.ctx_size, self._model.n_ctx_train or self._options.ctx_size)
+        return size - size % self._options.max_inputs
+
     def context(self) -> EmbeddingContext:
         if self._context is None:
-            size = min(self._options.ctx_size, self._model.n_ctx_train or self._options.ctx_size)
-            size -= size % self._options.max_inputs
-            self._context = EmbeddingContext(self._model, ctx_size=size, threads=self._threads,
+            self._context = EmbeddingContext(self._model, ctx_size=self.input_limit, threads=self._threads,
                                              max_inputs=self._options.max_inputs, pooling=self._options.pooling)
         return self._context
 
@@ -54,6 +58,8 @@ class EmbeddingQueue:
             context = self.context()
             for tokens in job.inputs:
                 context.check(tokens)
+            if job.logits is not None:
+                context.check_logits(job.logits)
         except (EmbeddingError, ValueError) as error:
             emit(handle, JobFailed(error))
             return
@@ -79,8 +85,9 @@ class EmbeddingQueue:
             taken.append(self._waiting.popleft())
             used += size
         inputs = [handle.job.inputs[index] for handle, index in taken]  # type: ignore[union-attr]
+        logits = [handle.job.logits for handle, _ in taken]  # type: ignore[union-attr]
         try:
-            vectors = context.embed_batch(inputs)
+            vectors = context.embed_batch(inputs, logits if any(ids is not None for ids in logits) else None)
         except Exception as error:  # noqa: BLE001 - this batch's jobs fail, the scheduler goes on
             for handle in {handle for handle, _ in taken}:
                 self.drop(handle)

@@ -251,6 +251,10 @@ class Engine:
 
     # ---- asyncio side -------------------------------------------------------------------
 
+    @property
+    def embedding_input_limit(self) -> int:
+        return self._embeddings.input_limit
+
     def submit(self, job: GenerationJob | EmbeddingJob) -> JobHandle:
         """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
         with self._queue_lock:

@@ -120,9 +120,11 @@ class GenerationJob:
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingJob:
-    """Token inputs to embed with the model's pooling: one `Embedded` event per input, in any order."""
+    """Token inputs to embed with the model's pooling: one `Embedded` event per input, in any order.
+    With `logits` (token or class ids; empty: all), each input's logits of those ids instead."""
 
     inputs: tuple[tuple[int, ...], ...]
+    logits: tuple[int, ...] | None = None
     stream: bool = False
     priority: bool = False
 
@@ -133,7 +135,7 @@ class EmbeddingJob:
 
 @dataclass(frozen=True, slots=True)
 class Embedded:
-    """Input `choice`'s pooled vector (float32, not normalised)."""
+    """Input `choice`'s pooled vector (float32, not normalised), or the logits its job asked for."""
 
     choice: int
     vector: np.ndarray

@@ -326,3 +326,20 @@ class ChatTemplate:
             raise TemplateRenderError(f"the chat template tried an unsafe operation: {error}") from None
         except Exception as error:  # noqa: BLE001 - whatever an untrusted template does, it fails this request alone
             raise TemplateRenderError(f"the chat template failed: {error}") from None
+
+
+def render_text(source: str, variables: dict[str, Any], functions: dict[str, Callable[..., Any]]) -> str:
+    """A request's own template (an embedding request's `prompt_template`) rendered in the chat
+    templates' sandbox with read-only copies of `variables` and the given `functions`."""
+    try:
+        template = _ENV.from_string(source)
+    except jinja2.TemplateError as error:
+        raise TemplateRenderError(f"the template does not compile: {error}") from None
+    try:
+        return template.render({**functions, **{name: _copy(value) for name, value in variables.items()}})
+    except TemplateRenderError:
+        raise
+    except SecurityError as error:
+        raise TemplateRenderError(f"the template tried an unsafe operation: {error}") from None
+    except Exception as error:  # noqa: BLE001 - whatever a client's template does, it fails this request alone
+        raise TemplateRenderError(f"the template failed: {error}") from None

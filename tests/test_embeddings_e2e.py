@@ -72,7 +72,17 @@ def test_a_generative_model_embeds_by_its_last_token(embed_server) -> None:
     ({"input": "x", "dimensions": 999}, 400, "dimensions"),
     ({"input": "x", "return_logits": [1]}, 400, "return_logits"),
     ({"input": "x", "fanout_size": 2}, 400, "fanout_size"),
-    ({"input": {"q": "x"}, "prompt_template": "{q}"}, 400, "prompt_template"),
+    ({"input": "x", "return_logits": [1], "dimensions": 3}, 400, "dimensions"),
+    ({"input": "x", "raw_output": True}, 400, "raw_output"),
+    ({"input": {"q": "x"}}, 400, "prompt_template"),
+    ({"input": "x", "prompt_template": "{q}"}, 400, "prompt_template"),
+    ({"input": {"q": "x"}, "prompt_template": "{r}"}, 400, "input"),
+    ({"input": [{"q": "x"}, "y"], "prompt_template": "{q}"}, 400, "input"),
+    ({"input": {"q": "x"}, "prompt_template": "{% if %}"}, 400, "prompt_template"),
+    ({"input": {"q": "x"}, "prompt_template": "{{ q.__class__ }}"}, 400, "prompt_template"),
+    ({"input": {"q": ""}, "prompt_template": "{q}"}, 400, "prompt_template"),
+    ({"input": {"q": "x"}, "prompt_template": "{{ truncate_tokens(q, -1) }}"}, 400, "prompt_template"),
+    ({"input": ["a"] * 2049}, 400, "input"),
     ({"input": [[101] * 600]}, 400, "input"),
     ({"input": [[10 ** 9]]}, 400, "input"),
     ({"input": "x", "encoding_format": "int8"}, 422, None),
@@ -85,6 +95,61 @@ def test_bad_requests_get_clear_errors(embed_server, body, status, param) -> Non
         assert response.json()["error"]["param"] == param
     else:
         assert response.json()["detail"]
+
+
+def _vectors(server, **body) -> list[np.ndarray]:
+    response = post(server, **body)
+    assert response.status_code == 200, response.text
+    return [np.array(item["embedding"]) for item in response.json()["data"]]
+
+
+def test_objects_are_formatted_by_the_prompt_template(embed_server) -> None:
+    notes = [{"title": "Guitar", "body": "A man is playing a guitar.", "tags": ["music"]},
+             {"title": "Weather", "body": "The weather in Paris is sunny today.", "tags": []}]
+    simple = _vectors(embed_server, model="minilm", input=notes, prompt_template="{title}: {body}")
+    jinja = _vectors(embed_server, model="minilm", input=notes,
+                     prompt_template="{{ title | upper }}: {{ body }}{% for t in tags %} #{{ t }}{% endfor %}")
+    texts = _vectors(embed_server, model="minilm", input=["Guitar: A man is playing a guitar.",
+                                                           "Weather: The weather in Paris is sunny today.",
+                                                           "GUITAR: A man is playing a guitar. #music"])
+    assert np.allclose(simple[0], texts[0], atol=1e-5) and np.allclose(simple[1], texts[1], atol=1e-5)
+    assert np.allclose(jinja[0], texts[2], atol=1e-5)
+    one = _vectors(embed_server, model="minilm", input=notes[0], prompt_template="{title}: {body}")
+    assert len(one) == 1 and np.allclose(one[0], texts[0], atol=1e-5)
+
+
+def test_truncate_tokens_cuts_by_the_model_s_tokens(embed_server) -> None:
+    body = "Fireside runs GGUF models on the computer you already own. " * 60  # > 512 tokens
+    assert post(embed_server, model="minilm", input={"body": body}, prompt_template="{body}").status_code == 400
+    cut = _vectors(embed_server, model="minilm", input={"body": body}, prompt_template="{{ truncate_tokens(body) }}")
+    words = _vectors(embed_server, model="minilm", input={"body": body},
+                     prompt_template="{{ truncate_tokens(body, 5) }}")
+    # fires ##ide runs g ##gu: the first 5 WordPiece tokens
+    first_five = _vectors(embed_server, model="minilm", input=["fireside runs ggu"])
+    assert len(reference_tokens("fireside runs ggu")) == 7  # [CLS] + 5 + [SEP]
+    assert np.allclose(words[0], first_five[0], atol=1e-5)
+    assert len(cut[0]) == 384
+
+
+def test_return_logits_reads_a_generative_model_s_next_token_scores(embed_server) -> None:
+    prompt = "The capital of France is"
+    logits = _vectors(embed_server, model="smol", input=prompt, return_logits=[])[0]
+    assert len(logits) == 49152  # SmolLM2's vocabulary
+    completion = httpx.post(f"{embed_server.v1}/completions", timeout=120, json={
+        "model": "smol", "prompt": prompt, "max_tokens": 1, "temperature": 0, "logprobs": 2}).json()
+    top = sorted(completion["choices"][0]["logprobs"]["top_logprobs"][0].values(), reverse=True)
+    best, second = np.sort(logits)[::-1][:2]
+    assert abs((best - second) - (top[0] - top[1])) < 0.05  # the same distribution, read two ways
+    first, runner_up = (int(i) for i in np.argsort(logits)[::-1][:2])
+    picked = _vectors(embed_server, model="smol", input=[prompt, prompt], return_logits=[runner_up, first])
+    assert np.allclose(picked[0], [logits[runner_up], logits[first]], atol=0.05)
+    probabilities = _vectors(embed_server, model="smol", input=prompt, return_logits=[runner_up, first],
+                             normalize=True)[0]
+    assert abs(probabilities.sum() - 1) < 1e-5 and probabilities[1] > probabilities[0]
+    assert abs(np.log(probabilities[1] / probabilities[0]) - (best - second)) < 0.05
+    response = post(embed_server, model="smol", input=prompt, return_logits=[49152])
+    assert response.status_code == 400 and response.json()["error"]["param"] == "return_logits"
+    assert "49152" in response.json()["error"]["message"]
 
 
 def test_unknown_model_is_404(embed_server) -> None:

@@ -1,16 +1,21 @@
 """`POST /v1/embeddings`: the spec's `EmbeddingRequest` as an embedding plan, the engine's pooled
 vectors as OpenAI's embedding list.
 
-Inputs are strings or token ids, one or many. Each is embedded whole (an input longer than the
-model's embedding context is a 400 with the numbers). `normalize` scales each vector to unit
-length; `dimensions` keeps the first N components (then renormalises when `normalize`), as
-Matryoshka-trained models are meant to be cut; `encoding_format: base64` sends the float32 bytes.
+Inputs are strings, token ids or objects formatted by `prompt_template` (app/api/embedding_inputs.py),
+one or many. Each is embedded whole (an input longer than the model's embedding context is a 400
+with the numbers). `normalize` scales each vector to unit length; `dimensions` keeps the first N
+components (then renormalises when `normalize`), as Matryoshka-trained models are meant to be cut;
+`encoding_format: base64` sends the float32 bytes. With `return_logits`, as Fireworks does, each
+`embedding` holds the logits of the listed ids instead (all of them for an empty list): a
+generative model's vocabulary at the input's last position, a ranking model's class scores;
+`normalize` then makes them probabilities (softmax over the listed ids).
 Nothing is cached between embedding batches, so `prompt_cache_isolation_key` holds by
 construction and `prompt_cache_key` has no cache to steer; both are taken.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,15 +26,11 @@ from litestar import Request, post
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
+from app.api.embedding_inputs import Item, format_objects, parse_inputs
 from app.api.fireworks.perf_metrics import perf_headers
 from app.api.fireworks.routes import API_PREFIXES
 from app.run import acquire_model, submit
-from app.server.errors import (
-    BadRequest,
-    EngineFailure,
-    RequestValidationError,
-    decode_body,
-)
+from app.server.errors import BadRequest, EngineFailure, decode_body
 from app.server.request_log import note_caller, track
 from app.server.state import request_context
 from app.usage import RequestClock, UsageCounter
@@ -79,54 +80,42 @@ class EmbeddingPlan:
     """What an embedding request asks for, in Fireside's terms."""
 
     model: str
-    inputs: tuple[str | tuple[int, ...], ...]
+    inputs: tuple[Item, ...]
+    prompt_template: str | None
     normalize: bool
     dimensions: int | None
+    logits: tuple[int, ...] | None  # token or class ids whose logits replace the vector; (): all
     base64: bool
     perf_in_body: bool
     user: str | None
 
 
 def embedding_plan(request: EmbeddingRequest) -> EmbeddingPlan:
-    for name in ("return_logits", "fanout_size", "raw_output"):
+    for name, why in (("fanout_size", "Fireworks documents no meaning for it on /v1/embeddings"),
+                      ("raw_output", "Fireworks documents no raw output for embeddings")):
         if getattr(request, name) not in (None, False):
-            raise BadRequest(f"{name} is not supported by this server's /v1/embeddings yet", param=name)
-    if request.prompt_template is not None or isinstance(request.input, dict) or (
-            isinstance(request.input, list) and any(isinstance(item, dict) for item in request.input)):
-        raise BadRequest("object inputs and prompt_template are not supported by this server's /v1/embeddings yet",
-                         param="prompt_template" if request.prompt_template is not None else "input")
+            raise BadRequest(f"{name} is not supported by this server's /v1/embeddings: {why}", param=name)
     if request.dimensions is not None and request.dimensions < 1:
         raise BadRequest(f"dimensions must be 1 or more, got {request.dimensions}", param="dimensions")
-    return EmbeddingPlan(request.model, _inputs(request.input), bool(request.normalize), request.dimensions,
+    if request.return_logits is not None and request.dimensions is not None:
+        raise BadRequest("dimensions cuts an embedding vector; with return_logits there is none to cut",
+                         param="dimensions")
+    if request.return_logits is not None and any(i < 0 for i in request.return_logits):
+        raise BadRequest("return_logits holds a negative id", param="return_logits")
+    return EmbeddingPlan(request.model, parse_inputs(request.input, request.prompt_template), request.prompt_template,
+                         bool(request.normalize), request.dimensions,
+                         None if request.return_logits is None else tuple(request.return_logits),
                          request.encoding_format == "base64", bool(request.perf_metrics_in_response), request.user)
 
 
-def _inputs(value: str | list[Any] | dict[str, Any]) -> tuple[str | tuple[int, ...], ...]:
-    """A string, strings, token ids or lists of token ids, as the spec's `input` union allows."""
-    if isinstance(value, str):
-        items: list[Any] = [value]
-    elif value and all(isinstance(item, int) and not isinstance(item, bool) for item in value):
-        items = [value]
-    else:
-        items = list(value)  # type: ignore[arg-type]
-    if not items:
-        raise BadRequest("input must hold at least one text or token list", param="input")
-    inputs: list[str | tuple[int, ...]] = []
-    for i, item in enumerate(items):
-        if isinstance(item, str):
-            if not item:
-                raise BadRequest(f"input[{i}] is an empty string: there is nothing to embed", param="input")
-            inputs.append(item)
-        elif isinstance(item, list) and all(isinstance(t, int) and not isinstance(t, bool) for t in item):
-            inputs.append(tuple(item))
-        else:
-            raise RequestValidationError.at(["input", i], "Expected a string, a list of token ids or a list of "
-                                            "either", "type_error")
-    return tuple(inputs)
-
-
 def shape_vector(vector: np.ndarray, plan: EmbeddingPlan) -> np.ndarray:
-    """The vector the client asked for: cut to `dimensions`, then normalised when asked."""
+    """The vector the client asked for: cut to `dimensions`, then normalised when asked; logits
+    become probabilities over the selected ids (softmax) when asked to normalise."""
+    if plan.logits is not None:
+        if not plan.normalize:
+            return vector
+        exp = np.exp(vector.astype(np.float64) - vector.max())
+        return np.asarray(exp / exp.sum(), dtype=np.float32)
     if plan.dimensions is not None:
         if plan.dimensions > len(vector):
             raise BadRequest(f"dimensions {plan.dimensions} exceeds the model's {len(vector)}", param="dimensions")
@@ -146,15 +135,19 @@ async def create_embeddings(request: Request) -> Response:
     try:
         note_caller(plan.user, None)
         model = lease.served.model
+        items = plan.inputs
+        if plan.prompt_template is not None:
+            items = tuple(await asyncio.to_thread(format_objects, plan.prompt_template, list(items), model,
+                                                  lease.served.engine.embedding_input_limit))
         inputs = []
-        for i, item in enumerate(plan.inputs):
+        for i, item in enumerate(items):
             tokens = (tuple(model.tokenize(item, add_special=True, parse_special=False)) if isinstance(item, str)
                       else item)
             if any(t < 0 or t >= model.n_vocab for t in tokens):
                 raise BadRequest(f"input[{i}] holds a token id outside the vocabulary (0 to {model.n_vocab - 1})",
                                  param="input")
             inputs.append(tokens)
-        handle = submit(lease.served, EmbeddingJob(tuple(inputs)))
+        handle = submit(lease.served, EmbeddingJob(tuple(inputs), plan.logits))
         vectors: dict[int, np.ndarray] = {}
         async for event in handle.events():
             if isinstance(event, Embedded):
@@ -162,7 +155,8 @@ async def create_embeddings(request: Request) -> Response:
             elif isinstance(event, JobFailed):
                 error = event.error
                 if isinstance(error, EmbeddingError | ValueError):
-                    raise BadRequest(str(error), param="input")
+                    logits_error = plan.logits is not None and "logits" in str(error)
+                    raise BadRequest(str(error), param="return_logits" if logits_error else "input")
                 raise EngineFailure(f"embedding failed: {error}")
     finally:
         lease.release()
