@@ -60,16 +60,41 @@ def _vocabulary() -> tuple[list[str], list[int]]:
 
 def minilm_gguf() -> Path:
     """The converted model, written once per machine into the test cache (atomically)."""
-    target = CACHE / GGUF_NAME
+    pooling = _json("1_Pooling/config.json")
+    assert pooling["pooling_mode_mean_tokens"], "all-MiniLM-L6-v2 pools by the mean of its tokens"
+    return _write_bert(CACHE / GGUF_NAME, "all-MiniLM-L6-v2", gguf.PoolingType.MEAN, {}, ())
+
+
+CROSS_ENCODER_SEED = 17
+
+
+@cache
+def cross_encoder_head(classes: int) -> dict[str, np.ndarray]:
+    """A classifier head for MiniLM made with a fixed seed: the checkpoint's own BERT pooler
+    (dense + tanh on [CLS], llama.cpp's `cls`) and a seeded output layer (`cls.output`)."""
+    rng = np.random.default_rng(CROSS_ENCODER_SEED + classes)
+    return {"cls.weight": weights()["pooler.dense.weight"], "cls.bias": weights()["pooler.dense.bias"],
+            "cls.output.weight": rng.normal(0, 0.5, (classes, 384)).astype(np.float32),
+            "cls.output.bias": rng.normal(0, 0.1, classes).astype(np.float32)}
+
+
+def cross_encoder_gguf(labels: tuple[str, ...] = ("relevance",)) -> Path:
+    """MiniLM as a cross-encoder (rank pooling) with the seeded head of `len(labels)` classes.
+    Its scores mean nothing about relevance; they test that Fireside reads a cross-encoder exactly."""
+    name = f"minilm-cross-encoder-{'-'.join(labels)}.gguf"
+    return _write_bert(CACHE / name, "MiniLM cross-encoder (test)", gguf.PoolingType.RANK,
+                       cross_encoder_head(len(labels)), labels)
+
+
+def _write_bert(target: Path, title: str, pooling: gguf.PoolingType, head: dict[str, np.ndarray],
+                labels: tuple[str, ...]) -> Path:
     if target.is_file():
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = target.with_suffix(f".{os.getpid()}.partial")
     config = _json("config.json")
-    pooling = _json("1_Pooling/config.json")
-    assert pooling["pooling_mode_mean_tokens"], "all-MiniLM-L6-v2 pools by the mean of its tokens"
     writer = gguf.GGUFWriter(str(partial), "bert")
-    writer.add_name("all-MiniLM-L6-v2")
+    writer.add_name(title)
     writer.add_context_length(config["max_position_embeddings"])
     writer.add_embedding_length(config["hidden_size"])
     writer.add_feed_forward_length(config["intermediate_size"])
@@ -77,7 +102,9 @@ def minilm_gguf() -> Path:
     writer.add_head_count(config["num_attention_heads"])
     writer.add_layer_norm_eps(config["layer_norm_eps"])
     writer.add_causal_attention(False)
-    writer.add_pooling_type(gguf.PoolingType.MEAN)
+    writer.add_pooling_type(pooling)
+    if labels:
+        writer.add_classifier_output_labels(list(labels))
     writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
     writer.add_token_type_count(config["type_vocab_size"])
     tokens, types = _vocabulary()
@@ -97,6 +124,8 @@ def minilm_gguf() -> Path:
         assert mapped is not None, name
         matrix = array.ndim == 2 and mapped != "token_types.weight"
         writer.add_tensor(mapped, array.astype(np.float16 if matrix else np.float32))
+    for name, array in head.items():
+        writer.add_tensor(name, array.astype(np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
@@ -131,6 +160,31 @@ def _gelu(x: np.ndarray) -> np.ndarray:
 
 def reference_embedding(token_ids: list[int]) -> np.ndarray:
     """BERT's forward pass in float64 numpy, mean-pooled over the tokens and normalised."""
+    pooled = _hidden_states(token_ids).mean(0)
+    return pooled / np.linalg.norm(pooled)
+
+
+def reference_pair_tokens(query: str, document: str) -> list[int]:
+    """Hugging Face's own tokenization of a pair: [CLS] query [SEP] document [SEP]."""
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_str(_archive().read("tokenizer.json").decode())
+    tokenizer.no_padding()
+    tokenizer.no_truncation()
+    return tokenizer.encode(query, document).ids
+
+
+def reference_class_scores(token_ids: list[int], classes: int) -> np.ndarray:
+    """The cross-encoder's class logits in float64 numpy: BERT, then the head on [CLS]. Every token
+    is read as segment 0, as llama.cpp's BERT reads them (it adds no second segment's embedding)."""
+    cls = _hidden_states(token_ids)[0]
+    head = {name: array.astype(np.float64) for name, array in cross_encoder_head(classes).items()}
+    pooled = np.tanh(head["cls.weight"] @ cls + head["cls.bias"])
+    return head["cls.output.weight"] @ pooled + head["cls.output.bias"]
+
+
+def _hidden_states(token_ids: list[int]) -> np.ndarray:
+    """BERT's last hidden states in float64 numpy, one row per token."""
     w = {k: v.astype(np.float64) for k, v in weights().items() if v.dtype != np.int64}
     config = _json("config.json")
     eps, heads = config["layer_norm_eps"], config["num_attention_heads"]
@@ -155,5 +209,4 @@ def reference_embedding(token_ids: list[int]) -> np.ndarray:
         hidden = _gelu(linear(x, "intermediate.dense"))
         x = _layer_norm(x + linear(hidden, "output.dense"), w[p + "output.LayerNorm.weight"],
                         w[p + "output.LayerNorm.bias"], eps)
-    pooled = x.mean(0)
-    return pooled / np.linalg.norm(pooled)
+    return x

@@ -2,7 +2,9 @@
 SmolLM2 and on Gemma 3 with the Gemma template (which refuses a system message: the instruction
 goes into the user message). The tiny models rank poorly; what is checked is the contract: every
 document scored once, sorted, with its index, `top_n`, `return_documents`, the score being the
-model's own P(yes) / (P(yes) + P(no)) as plain completions scoring gives it, and clear errors."""
+model's own P(yes) / (P(yes) + P(no)) as plain completions scoring gives it, and clear errors.
+Cross-encoders: MiniLM with a classifier head made by the tests (tests/embedding_model.py), its
+scores checked against the independent numpy reference."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import httpx
 import pytest
 
 from tests.conftest import FIXTURES, start_server, stop_server
+from tests.embedding_model import cross_encoder_gguf, reference_class_scores, reference_pair_tokens
 
 DOCUMENTS = ["Paris is the capital and largest city of France.", "Bananas are yellow fruit rich in potassium.",
              "The Eiffel Tower stands in Paris, France.", "Berlin is the capital of Germany."]
@@ -100,3 +103,72 @@ def test_bad_requests_get_clear_errors(rerank_server, body, status, param) -> No
 def test_without_a_model_the_first_served_model_ranks(rerank_server) -> None:
     response = rerank(rerank_server)
     assert response.status_code == 200 and response.json()["model"] == "smol"
+
+
+# ---------------------------------------------------------------------------------------- cross-encoders
+
+PAIR_QUERY = "Where is the Eiffel Tower?"
+
+
+@pytest.fixture(scope="module")
+def cross_encoder_server():
+    server = start_server("--model", str(cross_encoder_gguf()), "--alias", "cross",
+                          "--model", str(cross_encoder_gguf(("no", "yes"))), "--alias", "cross-yes-no",
+                          "--ctx-size", "512", "--parallel", "1")
+    yield server
+    stop_server(server)
+
+
+def _sigmoid(x: float) -> float:
+    return 1 / (1 + math.exp(-x))
+
+
+def test_a_cross_encoder_scores_each_pair_as_the_reference_does(cross_encoder_server) -> None:
+    response = httpx.post(f"{cross_encoder_server.v1}/rerank", timeout=120, json={
+        "model": "cross", "query": PAIR_QUERY, "documents": DOCUMENTS, "top_n": 3})
+    assert response.status_code == 200, response.text
+    body = response.json()
+    pairs = [reference_pair_tokens(PAIR_QUERY, document) for document in DOCUMENTS]
+    assert body["usage"] == {"prompt_tokens": sum(map(len, pairs)), "total_tokens": sum(map(len, pairs))}
+    expected = [_sigmoid(float(reference_class_scores(pair, 1)[0])) for pair in pairs]
+    order = sorted(range(len(DOCUMENTS)), key=lambda i: -expected[i])
+    assert [item["index"] for item in body["data"]] == order[:3]
+    for item in body["data"]:
+        assert abs(item["relevance_score"] - expected[item["index"]]) < 2e-3
+        assert item["document"] == DOCUMENTS[item["index"]]
+
+
+def test_a_two_class_cross_encoder_reports_the_probability_of_yes(cross_encoder_server) -> None:
+    response = httpx.post(f"{cross_encoder_server.v1}/rerank", timeout=120, json={
+        "model": "cross-yes-no", "query": PAIR_QUERY, "documents": DOCUMENTS, "return_documents": False})
+    assert response.status_code == 200, response.text
+    for item in response.json()["data"]:
+        no, yes = reference_class_scores(reference_pair_tokens(PAIR_QUERY, DOCUMENTS[item["index"]]), 2)
+        assert abs(item["relevance_score"] - math.exp(yes) / (math.exp(yes) + math.exp(no))) < 2e-3
+        assert "document" not in item
+
+
+def test_a_cross_encoder_gives_its_class_scores_through_return_logits(cross_encoder_server) -> None:
+    url = f"{cross_encoder_server.v1}/embeddings"
+    pair = reference_pair_tokens(PAIR_QUERY, DOCUMENTS[2])
+    refused = httpx.post(url, json={"model": "cross", "input": [pair]}, timeout=120)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "model"
+    logits = httpx.post(url, json={"model": "cross-yes-no", "input": [pair], "return_logits": []}, timeout=120)
+    assert logits.status_code == 200, logits.text
+    assert abs(logits.json()["data"][0]["embedding"] - reference_class_scores(pair, 2)).max() < 2e-3
+    outside = httpx.post(url, json={"model": "cross-yes-no", "input": [pair], "return_logits": [2]}, timeout=120)
+    assert outside.status_code == 400 and outside.json()["error"]["param"] == "return_logits"
+
+
+def test_a_cross_encoder_refuses_what_it_cannot_do(cross_encoder_server) -> None:
+    url = f"{cross_encoder_server.v1}/rerank"
+    task = httpx.post(url, json={"model": "cross", "query": "q", "documents": ["d"], "task": "Judge"}, timeout=120)
+    assert task.status_code == 400 and task.json()["error"]["param"] == "task"
+    long = httpx.post(url, json={"model": "cross", "query": "q", "documents": ["word " * 600]}, timeout=120)
+    assert long.status_code == 400 and long.json()["error"]["param"] == "documents"
+    assert "512" in long.json()["error"]["message"]
+    chat = httpx.post(f"{cross_encoder_server.v1}/chat/completions", timeout=120, json={
+        "model": "cross", "messages": [{"role": "user", "content": "hi"}]})
+    assert chat.status_code == 400
+    models = {card["id"]: card for card in httpx.get(f"{cross_encoder_server.v1}/models").json()["data"]}
+    assert models["cross"]["capabilities"] == ["rerank"]

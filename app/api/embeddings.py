@@ -34,7 +34,7 @@ from app.server.errors import BadRequest, EngineFailure, decode_body
 from app.server.request_log import note_caller, track
 from app.server.state import request_context
 from app.usage import RequestClock, UsageCounter
-from backends.embedder import EmbeddingError
+from backends.embedder import EmbeddingError, Pooling, declared_pooling
 from backends.jobs import Embedded, EmbeddingJob, JobFailed
 
 
@@ -135,6 +135,9 @@ async def create_embeddings(request: Request) -> Response:
     try:
         note_caller(plan.user, None)
         model = lease.served.model
+        if declared_pooling(model) == Pooling.rank and plan.logits is None:
+            raise BadRequest(f"{plan.model} is a cross-encoder: it scores (query, document) pairs and has no "
+                             "embedding; use /v1/rerank, or return_logits for its class scores", param="model")
         items = plan.inputs
         if plan.prompt_template is not None:
             items = tuple(await asyncio.to_thread(format_objects, plan.prompt_template, list(items), model,

@@ -1,6 +1,8 @@
-"""`POST /v1/rerank`: the spec's `RerankRequestBody`, scored by an LLM as Qwen3-Reranker is.
+"""`POST /v1/rerank`: the spec's `RerankRequestBody`, scored by the model's own method.
 
-Each document is put to the model in its own chat template: a system message saying the answer
+A cross-encoder (a GGUF with rank pooling, bge-reranker style) reads each (query, document) pair
+in the engine's embedding batches and scores it (backends/cross_encoder.py). Any other generative
+model scores as Qwen3-Reranker does. Each document is put to the model in its own chat template: a system message saying the answer
 can only be "yes" or "no", then `<Instruct>` (the request's `task`), `<Query>` and `<Document>`,
 with reasoning switched off where the template can. The relevance score is the probability of
 "yes" against "no" at the answer's first position: P(yes) / (P(yes) + P(no)), read from the
@@ -27,8 +29,14 @@ from app.prepare import require_generative
 from app.prompts import Prompt, chat_prompt
 from app.run import acquire_model, submit
 from app.server.errors import BadRequest, EngineFailure, decode_body
+from app.server.request_log import track
 from app.server.state import request_context
+from app.usage import RequestClock, UsageCounter
+from backends.cross_encoder import RankingError, pair_tokens, relevance
+from backends.embedder import EmbeddingError, Pooling, declared_pooling
 from backends.jobs import (
+    Embedded,
+    EmbeddingJob,
     GenerationJob,
     JobFailed,
     LogprobOptions,
@@ -37,6 +45,7 @@ from backends.jobs import (
     SamplingParams,
 )
 from backends.llama_model import LlamaModel
+from backends.registry import ServedModel
 from templates.chat_format import ChatFormat
 from templates.reasoning import ReasoningRequest
 
@@ -65,7 +74,6 @@ class RerankResult(msgspec.Struct, omit_defaults=True):
 class RerankUsage(msgspec.Struct):
     prompt_tokens: int
     total_tokens: int
-    completion_tokens: int = 0
 
 
 class RerankResponse(msgspec.Struct):
@@ -121,40 +129,75 @@ async def create_rerank(request: Request) -> Response:
     wire = decode_body(await request.body(), RerankRequestBody)
     default_model = next((spec.id for spec, _, _ in context.registry.specs()), "")
     plan = rerank_plan(wire, default_model)
+    clock = RequestClock()
     lease = await acquire_model(context.registry, plan.model)
     try:
         served = lease.served
-        require_generative(served, "ranking needs a chat model (cross-encoder rerankers are not served yet)")
-        model, chat = served.model, chat_format(served)
-        yes, no = _answer_token(model, "yes"), _answer_token(model, "no")
-        reasoning = ReasoningRequest(effort="none") if chat.family.reasons else ReasoningRequest()
-        prompts = []
-        for document in plan.documents:
-            question = f"<Instruct>: {plan.task}\n<Query>: {plan.query}\n<Document>: {document}"
-            prompt = await asyncio.to_thread(_judge_prompt, model, chat, question, reasoning)
-            prompts += [PromptSpec((*prompt.tokens, yes), 0), PromptSpec((*prompt.tokens, no), 0)]
-        job = GenerationJob(tuple(prompts), 1, SamplingParams(temperature=0), stream=False,
-                            logprobs=LogprobOptions(prompt_last=1))
-        handle = submit(served, job)
-        answer_logprob: dict[int, float] = {}
-        async for event in handle.events():
-            if isinstance(event, PromptLogprobs):
-                last = event.entries[-1]
-                assert last is not None
-                answer_logprob[event.choice] = last.logprob
-            elif isinstance(event, JobFailed):
-                raise EngineFailure(f"ranking failed: {event.error}")
+        pooling = declared_pooling(served.model)
+        if pooling == Pooling.rank:
+            if wire.task is not None:
+                raise BadRequest(f"{served.id} is a cross-encoder: it reads the query and document alone and "
+                                 "takes no task", param="task")
+            scores, prompt_tokens = await _cross_encoder_scores(served, plan)
+        else:
+            require_generative(served, "it does not rank documents (it embeds them; a cross-encoder or a chat "
+                                       "model ranks)")
+            scores, prompt_tokens = await _llm_scores(served, plan)
     finally:
         lease.release()
-    results = []
-    for index, document in enumerate(plan.documents):
-        p_yes, p_no = math.exp(answer_logprob[2 * index]), math.exp(answer_logprob[2 * index + 1])
-        score = p_yes / (p_yes + p_no) if p_yes + p_no > 0 else 0.0
-        results.append(RerankResult(index, score, document if plan.return_documents else UNSET))
+    clock.finish()
+    track(UsageCounter(1, prompt_tokens=prompt_tokens), clock)  # the request log line's token counts
+    results = [RerankResult(index, score, document if plan.return_documents else UNSET)
+               for index, (document, score) in enumerate(zip(plan.documents, scores, strict=True))]
     results.sort(key=lambda result: (-result.relevance_score, result.index))
-    prompt_tokens = sum(len(spec.tokens) for spec in prompts[::2])
     body = RerankResponse(results[:plan.top_n], wire.model or plan.model, RerankUsage(prompt_tokens, prompt_tokens))
     return Response(msgspec.json.encode(body), media_type="application/json")
+
+
+async def _cross_encoder_scores(served: ServedModel, plan: RerankPlan) -> tuple[list[float], int]:
+    """Each (query, document) pair read by a cross-encoder in one embedding batch."""
+    model = served.model
+    pairs = await asyncio.to_thread(lambda: [tuple(pair_tokens(model, plan.query, document))
+                                             for document in plan.documents])
+    scores: dict[int, float] = {}
+    async for event in submit(served, EmbeddingJob(tuple(pairs))).events():
+        if isinstance(event, Embedded):
+            try:
+                scores[event.choice] = relevance(model, event.vector)
+            except RankingError as error:
+                raise BadRequest(str(error), param="model") from None
+        elif isinstance(event, JobFailed):
+            if isinstance(event.error, EmbeddingError):
+                raise BadRequest(f"a query and document pair: {event.error}", param="documents")
+            raise EngineFailure(f"ranking failed: {event.error}")
+    return [scores[index] for index in range(len(pairs))], sum(len(pair) for pair in pairs)
+
+
+async def _llm_scores(served: ServedModel, plan: RerankPlan) -> tuple[list[float], int]:
+    """Each document judged by a chat model: P(yes) / (P(yes) + P(no)) at the answer's start."""
+    model, chat = served.model, chat_format(served)
+    yes, no = _answer_token(model, "yes"), _answer_token(model, "no")
+    reasoning = ReasoningRequest(effort="none") if chat.family.reasons else ReasoningRequest()
+    prompts = []
+    for document in plan.documents:
+        question = f"<Instruct>: {plan.task}\n<Query>: {plan.query}\n<Document>: {document}"
+        prompt = await asyncio.to_thread(_judge_prompt, model, chat, question, reasoning)
+        prompts += [PromptSpec((*prompt.tokens, yes), 0), PromptSpec((*prompt.tokens, no), 0)]
+    job = GenerationJob(tuple(prompts), 1, SamplingParams(temperature=0), stream=False,
+                        logprobs=LogprobOptions(prompt_last=1))
+    answer_logprob: dict[int, float] = {}
+    async for event in submit(served, job).events():
+        if isinstance(event, PromptLogprobs):
+            last = event.entries[-1]
+            assert last is not None
+            answer_logprob[event.choice] = last.logprob
+        elif isinstance(event, JobFailed):
+            raise EngineFailure(f"ranking failed: {event.error}")
+    scores = []
+    for index in range(len(plan.documents)):
+        p_yes, p_no = math.exp(answer_logprob[2 * index]), math.exp(answer_logprob[2 * index + 1])
+        scores.append(p_yes / (p_yes + p_no) if p_yes + p_no > 0 else 0.0)
+    return scores, sum(len(spec.tokens) for spec in prompts[::2])
 
 
 @post([prefix + "/rerank" for prefix in API_PREFIXES], status_code=200)

@@ -42,10 +42,10 @@ def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCar
 
 def _capabilities(served: ServedModel) -> list[str]:
     """A generative model completes, chats, embeds (last token) and ranks (yes against no); a
-    model that declares pooling only embeds."""
+    cross-encoder (rank pooling) ranks; a model that declares other pooling only embeds."""
     pooling = declared_pooling(served.model)
     if pooling == Pooling.rank:
-        return []  # a cross-encoder: its reranking is not served yet
+        return ["rerank"]
     if pooling != Pooling.none:
         return ["embedding"]
     return ["completion", "chat", "embedding", "rerank"]
