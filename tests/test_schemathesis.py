@@ -114,6 +114,11 @@ def bound_body(body: Any, served_model: str, path: str) -> None:
 @hypothesis.settings(report_multiple_bugs=False)
 def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> None:
     bound_body(case.body, server.model, case.operation.path)
+    call_without_server_error(case, server)
+
+
+def call_without_server_error(case: schemathesis.Case, server: RunningServer) -> None:
+    """Sends `case` and fails on no answer or a 5xx (with the request as a curl command)."""
     base_url = f"{server.base_url}/inference"
     try:
         response = case.call(base_url=base_url, timeout=REQUEST_TIMEOUT)
@@ -128,3 +133,58 @@ def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> Non
     STATUSES[str(response.status_code)] += 1
     # Raises with the status, the answer's body and a curl command for the request on a 5xx.
     case.validate_response(response, checks=[not_a_server_error], transport_kwargs={"base_url": base_url})
+
+
+# ------------------------------------------------------------------- /v1/embeddings and /v1/rerank
+# The contract defines their request bodies (`EmbeddingRequest`, `RerankRequestBody`) but no paths;
+# these two operations put them at Fireworks' documented paths so schemathesis fuzzes them too.
+
+MAX_INPUTS = 4  # embedding inputs or rerank documents per generated body
+MAX_TEXT = 200  # characters per generated text
+
+
+def _retrieval_schema() -> dict[str, Any]:
+    import yaml
+
+    document = yaml.safe_load((SPEC_DIR / "fireworks-openapi.yaml").read_text())
+
+    def operation(name: str, component: str) -> dict[str, Any]:
+        body = {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{component}"}}},
+                "required": True}
+        return {"post": {"operationId": name, "requestBody": body,
+                         "responses": {"200": {"description": "Successful Response"}}}}
+
+    paths = {"/v1/embeddings": operation("create_embeddings", "EmbeddingRequest"),
+             "/v1/rerank": operation("rerank", "RerankRequestBody")}
+    return {**document, "paths": paths}
+
+
+retrieval_schema = schemathesis.openapi.from_dict(_retrieval_schema(), config=CONFIG)
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, list):
+        return [_short(item) for item in value[:MAX_INPUTS]]
+    if isinstance(value, dict):
+        return {key: _short(item) for key, item in list(value.items())[:MAX_INPUTS]}
+    return value
+
+
+def bound_retrieval_body(body: Any, served_model: str) -> None:
+    """Few, short inputs and documents, mostly aimed at the served model (in place)."""
+    if not isinstance(body, dict):
+        return
+    if zlib.crc32(json.dumps(body, sort_keys=True, default=repr).encode()) % 4:
+        body["model"] = served_model
+    for field in ("input", "documents"):
+        if field in body:
+            body[field] = _short(body[field])
+
+
+@retrieval_schema.parametrize()
+@hypothesis.settings(report_multiple_bugs=False)
+def test_no_server_errors_on_embeddings_and_rerank(case: schemathesis.Case, server: RunningServer) -> None:
+    bound_retrieval_body(case.body, server.model)
+    call_without_server_error(case, server)
