@@ -10,7 +10,8 @@ Each step decodes one batch: the next token of every generating sequence, then a
 prompt as fits (chunked prefill), so a long prompt never stalls the other streams for more than
 one chunk. Slots keep their tokens after a request ends: a new request takes the free slot
 sharing the longest prefix with its prompt and prefills only the rest, or copies a longer
-prefix from another slot (how the choices of `n` > 1 share one prefill).
+prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
+(embeddings from the model's projector) are decoded one a step, before its tokens.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ import llama_cpp
 
 from backends.drafting import Drafter
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
+from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
     CacheKeys,
     ChoiceFinished,
@@ -45,6 +47,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.logprobs import LogprobComputer
+from backends.prefix import common_prefix_length, image_boundary
 from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
@@ -89,20 +92,6 @@ class EngineLoad:
     busy_slots: int
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started yet
-
-
-def common_prefix_length(a: list[int], b: tuple[int, ...] | list[int]) -> int:
-    """Length of the common prefix, by binary search over C-speed slice comparisons."""
-    low, high = 0, min(len(a), len(b))
-    if high and a[:high] == list(b[:high]):
-        return high
-    while low < high:
-        mid = (low + high + 1) // 2
-        if a[:mid] == list(b[:mid]):
-            low = mid
-        else:
-            high = mid - 1
-    return low
 
 
 class _Slot:
@@ -154,6 +143,7 @@ class _Sequence:
         "generated",
         "group",
         "handle",
+        "images",
         "last_token",
         "logprobs",
         "mark",
@@ -173,6 +163,7 @@ class _Sequence:
         self.choice = waiting.choice
         self.group = waiting.group
         self.prompt = waiting.prompt.tokens
+        self.images = {image.start: image for image in waiting.prompt.images}
         self.max_tokens = waiting.prompt.max_tokens
         self.fed = cached  # prompt tokens in the slot's cache so far
         self.cached = cached  # of which reused from an earlier request
@@ -221,6 +212,7 @@ class Engine:
         self._memory = llama_cpp.llama_get_memory(self._ctx)
         self._n_swa = llama_cpp.llama_model_n_swa(model.handle)
         self._batch = llama_cpp.llama_batch_init(options.batch_size, 0, 1)
+        self._images: ImagePrefill | None = None  # made for the first prompt with an image
         self.threads = ThreadPolicy(
             options.threads, adaptive=options.adaptive_threads,
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
@@ -284,6 +276,8 @@ class Engine:
         self._notices.put(None)
         self._notifier.join()
         llama_cpp.llama_batch_free(self._batch)
+        if self._images is not None:
+            self._images.close()
         llama_cpp.llama_free(self._ctx)
         self._ctx = None
 
@@ -451,7 +445,7 @@ class Engine:
                 llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
                 slot.tokens = donor.tokens[:donated]
                 reusable = donated
-        keep = min(reusable, limit)
+        keep = image_boundary(prompt, min(reusable, limit))
         return keep if self._trim(slot, keep) else 0
 
     def _trim(self, slot: _Slot, keep: int) -> bool:
@@ -504,6 +498,13 @@ class Engine:
     def _step(self) -> None:
         self._steps += 1
         sequences = list(self._active)
+        if any(seq.images for seq in sequences):  # at most one image a step, before the tokens
+            self._images = self._images or ImagePrefill(self._ctx, self.model.handle, self.options.batch_size)
+            failed = self._images.feed(sorted(sequences, key=lambda seq: seq.slot.id))
+            if failed is not None:
+                self._clear(failed.slot)
+                self._fail(failed.handle, ImageDecodeError(self.options.batch_size))
+                sequences = list(self._active)
         rows, prefill = self._fill_batch(sequences)
         self.threads.before_step(prefill=prefill)
         # Handing the last step's events over right before decoding: the notifier thread and
@@ -539,7 +540,7 @@ class Engine:
                     room -= drafted
                     prefill = prefill or drafted > 0
                 continue
-            take = min(room, len(seq.prompt) - seq.fed)
+            take = min(room, next_image(seq.images, seq.fed, len(seq.prompt)) - seq.fed)
             if take <= 0:
                 continue
             first_row, first_position = rows, seq.fed

@@ -50,10 +50,36 @@ class SamplingParams:
         )
 
 
+IMAGE_OFFSET_BITS = 16  # the low bits of an image placeholder id: the token's offset in its image
+
+
+def image_placeholders(key: int, count: int) -> tuple[int, ...]:
+    """The ids a prompt holds in place of an image's `count` tokens: negative (never a vocabulary
+    id) and derived from the image's `key`, so equal images make equal prompts and the prefix
+    cache can reuse them."""
+    base = key << IMAGE_OFFSET_BITS
+    return tuple(-(1 + base + offset) for offset in range(count))
+
+
+def placeholder_offset(token: int) -> int:
+    """An image placeholder's position within its image (0: the image's first token)."""
+    return (-token - 1) & ((1 << IMAGE_OFFSET_BITS) - 1)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class PromptImage:
+    """An image in a prompt: its placeholders start at `start`; `embeddings` take their place."""
+
+    start: int
+    embeddings: np.ndarray  # tokens x the model's n_embd, float32
+    non_causal: bool  # read with attention both ways within the image
+
+
 @dataclass(frozen=True, slots=True)
 class PromptSpec:
     tokens: tuple[int, ...]
     max_tokens: int
+    images: tuple[PromptImage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

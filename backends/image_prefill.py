@@ -1,0 +1,81 @@
+"""Decoding a prompt's images: each image's embeddings (from backends/vision.py) go into the
+generation context as one decode of embedding rows, at the slot's next positions.
+
+The engine feeds at most one image a step, between its token decodes, so streams that are
+generating keep going while a long prompt's images are read. An image that the projector wants
+read with attention both ways (Gemma 3's) is decoded with causal attention off, so it must fit one
+micro-batch whole. A cached prefix never ends inside an image: `image_boundary` moves the cut to
+the image's start (backends/prefix.py).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from typing import Any
+
+import llama_cpp
+import numpy as np
+
+from backends.jobs import PromptImage
+
+
+def next_image(images: dict[int, PromptImage], fed: int, prompt_length: int) -> int:
+    """Where the next image of a prompt starts, at `fed` or after (the prompt's end if none)."""
+    return min((start for start in images if start >= fed), default=prompt_length)
+
+
+class ImageDecodeError(ValueError):
+    def __init__(self, batch_size: int):
+        super().__init__(f"an image could not be decoded (an image must fit a batch of {batch_size} tokens, and "
+                         "text must end the prompt)")
+
+
+class ImagePrefill:
+    """A batch of embedding rows for one context."""
+
+    def __init__(self, ctx: llama_cpp.llama_context_p, model: llama_cpp.llama_model_p, max_rows: int):
+        self._ctx = ctx
+        self.n_embd = llama_cpp.llama_model_n_embd(model)
+        self.max_rows = max_rows
+        self._batch = llama_cpp.llama_batch_init(max_rows, self.n_embd, 1)
+
+    def close(self) -> None:
+        llama_cpp.llama_batch_free(self._batch)
+
+    def feed(self, sequences: Sequence[Any]) -> Any | None:
+        """Decode the image the first of `sequences` (engine sequences, in slot order) waits on,
+        if any; returns that sequence when its image could not be decoded."""
+        for seq in sequences:
+            image = seq.images.get(seq.fed) if seq.images and seq.prefilling else None
+            if image is None:
+                continue
+            rows = len(image.embeddings)
+            if seq.fed + rows >= len(seq.prompt) or self.decode(image, seq.slot.id, len(seq.slot.tokens)) != 0:
+                return seq  # a prompt ends in text: its last token's logits start the answer
+            seq.slot.tokens.extend(seq.prompt[seq.fed:seq.fed + rows])
+            seq.fed += rows
+            return None
+        return None
+
+    def decode(self, image: PromptImage, seq_id: int, first_position: int) -> int:
+        """Decode `image` into sequence `seq_id` from `first_position` on; llama_decode's status."""
+        rows = len(image.embeddings)
+        if rows > self.max_rows or image.embeddings.shape[1] != self.n_embd:
+            return -1
+        batch = self._batch
+        source = np.ascontiguousarray(image.embeddings, dtype=np.float32)
+        ctypes.memmove(batch.embd, source.ctypes.data, source.nbytes)
+        for row in range(rows):
+            batch.pos[row] = first_position + row
+            batch.n_seq_id[row] = 1
+            batch.seq_id[row][0] = seq_id
+            batch.logits[row] = False
+        batch.n_tokens = rows
+        if image.non_causal:
+            llama_cpp.llama_set_causal_attn(self._ctx, False)
+        try:
+            return llama_cpp.llama_decode(self._ctx, batch)
+        finally:
+            if image.non_causal:
+                llama_cpp.llama_set_causal_attn(self._ctx, True)

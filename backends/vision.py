@@ -1,0 +1,145 @@
+"""A model's multimodal projector (`mmproj` GGUF) through llama.cpp's libmtmd: image bytes in,
+the embeddings the text model decodes in their place out.
+
+`Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame, as libmtmd's stb_image
+does), runs the projector's own preprocessing and vision encoder, and returns an `ImageEmbedding`:
+one row per image token, the text model's width. Prompts carry an image as a run of placeholder
+ids (`ImageEmbedding.placeholders`): negative, so they never meet a vocabulary id, and derived
+from the image's bytes, so the engine's prefix cache reuses an image it has already decoded and
+never mistakes one image for another, framed by the text tokens the projector puts around each
+image (Gemma 3's `<start_of_image>` and `<end_of_image>`; none for most). Encoding runs on the caller's thread (off the engine's),
+one image at a time per projector: libmtmd's encoder is not thread-safe.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import llama_cpp.mtmd_cpp as mtmd
+import numpy as np
+
+from backends.jobs import IMAGE_OFFSET_BITS, PromptImage, image_placeholders
+from backends.llama_model import LlamaModel, ModelLoadError
+
+MARKER = b"<__fireside_media__>"  # the projector's media marker; only this module writes it
+MAX_IMAGE_TOKENS = (1 << IMAGE_OFFSET_BITS) - 1
+MAX_PIXELS = 64_000_000  # a decoded image larger than this is refused (a decompression bomb)
+
+
+class ImageError(ValueError):
+    """An image the projector cannot read, with the reason."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ImageEmbedding:
+    """One image as the text model reads it: `embeddings` (tokens x n_embd, float32), between the
+    text tokens the projector frames each image with (Gemma 3's `<start_of_image>` ...)."""
+
+    key: int  # from the image's bytes: equal keys, equal images
+    embeddings: np.ndarray
+    non_causal: bool  # decoded with attention both ways within the image (Gemma 3's projector)
+    before: tuple[int, ...] = ()
+    after: tuple[int, ...] = ()
+
+    @property
+    def n_tokens(self) -> int:
+        return len(self.embeddings)
+
+    @property
+    def tokens(self) -> tuple[int, ...]:
+        """What a prompt holds for the image: the framing text and the image's placeholders."""
+        return (*self.before, *image_placeholders(self.key, self.n_tokens), *self.after)
+
+    def at(self, start: int) -> PromptImage:
+        """This image in a prompt whose `tokens` start at `start`."""
+        return PromptImage(start + len(self.before), self.embeddings, self.non_causal)
+
+
+class Projector:
+    """An mmproj GGUF loaded beside its text model."""
+
+    def __init__(self, model: LlamaModel, path: Path, *, threads: int):
+        params = mtmd.mtmd_context_params_default()
+        params.use_gpu = False
+        params.n_threads = threads
+        params.print_timings = False
+        params.warmup = False
+        params.media_marker = MARKER
+        self._marker = MARKER  # the params struct points at these bytes
+        self._ctx = mtmd.mtmd_init_from_file(str(path).encode(), model.handle, params)
+        if not self._ctx:
+            raise ModelLoadError(f"cannot load the projector {path} for {model.path.name} (see the log above)")
+        self.path = path
+        self.vision = bool(mtmd.mtmd_support_vision(self._ctx))
+        self.audio = bool(mtmd.mtmd_support_audio(self._ctx))
+        self.n_embd = llama_cpp.llama_model_n_embd(model.handle)
+        if mtmd.mtmd_decode_use_mrope(self._ctx):
+            self.close()
+            raise ModelLoadError(f"{path.name} places image tokens in 2-D (M-RoPE, Qwen2-VL and later); "
+                                 "this server does not decode such images yet")
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        if self._ctx:
+            mtmd.mtmd_free(self._ctx)
+            self._ctx = None
+
+    def encode(self, data: bytes) -> ImageEmbedding:
+        """The image in `data` as embeddings; `ImageError` when it cannot be read."""
+        if not self.vision:
+            raise ImageError("this model's projector takes no images")
+        key = int.from_bytes(hashlib.blake2b(data, digest_size=6).digest(), "big")
+        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+        with self._lock:
+            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+            if not bitmap:
+                raise ImageError("the data is not an image this server can read (PNG, JPEG, GIF, BMP), or it is "
+                                 "corrupt or truncated")
+            chunks = mtmd.mtmd_input_chunks_init()
+            try:
+                width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
+                if width * height > MAX_PIXELS:
+                    raise ImageError(f"the image is {width}x{height} pixels; at most {MAX_PIXELS} pixels are read")
+                return self._encode(chunks, bitmap, key)
+            finally:
+                mtmd.mtmd_input_chunks_free(chunks)
+                mtmd.mtmd_bitmap_free(bitmap)
+
+    def _encode(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, key: int) -> ImageEmbedding:
+        text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)
+        bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
+        status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(text), bitmaps, 1)
+        if status != 0:
+            raise ImageError(f"the projector could not preprocess the image (status {status})")
+        framing: list[list[int]] = [[], []]  # text tokens before and after the image
+        image: ImageEmbedding | None = None
+        for i in range(mtmd.mtmd_input_chunks_size(chunks)):
+            chunk = mtmd.mtmd_input_chunks_get(chunks, i)
+            if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
+                count = ctypes.c_size_t()
+                tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
+                framing[image is not None].extend(tokens[j] for j in range(count.value))
+                continue
+            if image is not None:
+                raise ImageError("the projector made more than one image of the data")
+            image = self._encode_chunk(chunk, key)
+        if image is None:
+            raise ImageError("the projector made no image tokens of the image")
+        return ImageEmbedding(key, image.embeddings, image.non_causal, tuple(framing[0]), tuple(framing[1]))
+
+    def _encode_chunk(self, chunk: mtmd.mtmd_input_chunk_p, key: int) -> ImageEmbedding:
+        n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
+        if mtmd.mtmd_input_chunk_get_type(chunk) != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+            raise ImageError("the projector reads this data as audio, not as an image")
+        if not 0 < n_tokens <= MAX_IMAGE_TOKENS:
+            raise ImageError(f"the projector made {n_tokens} tokens of the image")
+        if mtmd.mtmd_encode_chunk(self._ctx, chunk) != 0:
+            raise ImageError("the projector failed to encode the image")
+        output = mtmd.mtmd_get_output_embd(self._ctx)
+        embeddings = np.ctypeslib.as_array(output, shape=(n_tokens * self.n_embd,)).reshape(n_tokens, self.n_embd)
+        return ImageEmbedding(key, embeddings.copy(), bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk)))

@@ -1,0 +1,109 @@
+"""Images in the engine: a tiny projector made by the tests (tests/fixtures/make_tiny_vlm.py,
+seeded random weights, llama.cpp's `gemma3` type) beside SmolLM2. Random weights cannot describe a
+picture; what is checked is the plumbing: libmtmd reads and encodes the image, the engine decodes
+its embeddings in a prompt, different images give different greedy answers and the same image the
+same answer, and the prefix cache reuses an image it has decoded (never a different one)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from backends.engine import Engine, EngineOptions
+from backends.jobs import (
+    ChoiceFinished,
+    GenerationJob,
+    JobFailed,
+    PromptSpec,
+    SamplingParams,
+    TextDelta,
+)
+from backends.llama_model import LlamaModel, ModelOptions
+from backends.registry import default_model_path
+from backends.vision import ImageEmbedding, ImageError, Projector
+from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
+from tests.images import noise, png
+
+CACHE = Path(os.environ.get("FIRESIDE_TEST_CACHE", Path.home() / ".cache" / "fireside-tests"))
+
+
+@pytest.fixture(scope="module")
+def vlm():
+    _, projector_path = make_tiny_vlm(CACHE / "tiny-vlm")
+    model = LlamaModel(default_model_path(), ModelOptions())
+    projector = Projector(model, projector_path, threads=2)
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    yield model, projector, engine
+    engine.close()
+    projector.close()
+    model.close()
+
+
+def _prompt(model: LlamaModel, image: ImageEmbedding) -> PromptSpec:
+    head = model.tokenize("<|im_start|>user\n", add_special=False, parse_special=True)
+    tail = model.tokenize("Describe the picture.<|im_end|>\n<|im_start|>assistant\n", add_special=False,
+                          parse_special=True)
+    return PromptSpec((*head, *image.tokens, *tail), 12, (image.at(len(head)),))
+
+
+def _generate(engine: Engine, prompt: PromptSpec) -> tuple[str, ChoiceFinished]:
+    async def run() -> tuple[str, ChoiceFinished]:
+        handle = engine.submit(GenerationJob((prompt,), 1, SamplingParams(temperature=0)))
+        text, finished = "", None
+        async for event in handle.events():
+            if isinstance(event, TextDelta):
+                text += event.text
+            elif isinstance(event, ChoiceFinished):
+                finished = event
+            elif isinstance(event, JobFailed):
+                raise event.error
+        assert finished is not None
+        return text, finished
+    return asyncio.run(run())
+
+
+def test_the_projector_encodes_an_image_into_the_text_model_s_width(vlm) -> None:
+    model, projector, _ = vlm
+    a = projector.encode(png(noise(1)))
+    assert a.embeddings.shape == (IMAGE_TOKENS, 576) and a.non_causal  # gemma3 reads images both ways
+    again, other = projector.encode(png(noise(1))), projector.encode(png(noise(2)))
+    assert (again.embeddings == a.embeddings).all() and again.tokens == a.tokens
+    placeholders = [token for token in a.tokens if token < 0]
+    assert len(placeholders) == IMAGE_TOKENS and a.tokens[len(a.before):][:IMAGE_TOKENS] == tuple(placeholders)
+    assert set(other.tokens).isdisjoint(placeholders) and abs(other.embeddings - a.embeddings).max() > 0.01
+    # the gemma3 projector frames an image with <start_of_image> and <end_of_image>, as text
+    assert model.detokenize(list(a.before)) == "<start_of_image>" and model.detokenize(list(a.after)) == "<end_of_image>"
+
+
+@pytest.mark.parametrize("data", [b"", b"not an image", png(noise(3))[:60]])
+def test_what_is_not_an_image_is_refused(vlm, data) -> None:
+    _, projector, _ = vlm
+    with pytest.raises(ImageError, match="not an image"):
+        projector.encode(data)
+
+
+def test_images_steer_the_answer_and_the_cache_knows_them(vlm) -> None:
+    model, projector, engine = vlm
+    a, b = projector.encode(png(noise(1))), projector.encode(png(noise(2)))
+    text_a, first = _generate(engine, _prompt(model, a))
+    assert first.prompt_tokens == len(_prompt(model, a).tokens) and first.completion_tokens > 0
+    text_again, again = _generate(engine, _prompt(model, a))
+    assert text_again == text_a
+    head = len(model.tokenize("<|im_start|>user\n", add_special=False, parse_special=True))
+    assert again.cached_tokens >= head + len(a.tokens)  # the image was reused, not decoded again
+    text_b, other = _generate(engine, _prompt(model, b))
+    assert text_a != text_b
+    assert other.cached_tokens <= head + len(b.before)  # a different image: nothing of it is reused
+
+
+def test_a_prompt_ending_in_an_image_fails_alone(vlm) -> None:
+    model, projector, engine = vlm
+    image = projector.encode(png(noise(4)))
+    head = model.tokenize("Look:", add_special=False, parse_special=False)
+    with pytest.raises(ValueError, match="text must end the prompt"):
+        _generate(engine, PromptSpec((*head, *image.tokens[:-len(image.after)]), 4, (image.at(len(head)),)))
+    text, _ = _generate(engine, _prompt(model, image))  # the engine goes on
+    assert text
