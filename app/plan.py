@@ -14,6 +14,7 @@ Fields a request leaves out are None here where the model's configuration may su
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -62,6 +63,19 @@ class ToolPlan:
             raise BadRequest(f"two tools are named {min(duplicated)!r}", param=param)
 
 
+# Where an image part sat in a message's text (app/images.py puts the image there); its random
+# part, made at start-up, keeps a user's typed text from ever making an image slot.
+IMAGE_MARKER = f"<__image_{secrets.token_hex(8)}__>"
+
+
+@dataclass(frozen=True)
+class ImageRef:
+    """An image a message carries: its URL and which part of the request it came from."""
+
+    url: str
+    where: str  # e.g. "messages[1].content[2]", for errors
+
+
 @dataclass(frozen=True)
 class Conversation:
     """A chat: messages rendered with the model's chat template (or the prompt as token ids)."""
@@ -71,6 +85,7 @@ class Conversation:
     tools: ToolPlan | None = None
     safe_tokenization: bool | None = None  # True: always; None: where it can apply; False: never
     truncate_to: int | None = None  # `prompt_truncate_len`: evict the oldest turns to fit
+    images: tuple[ImageRef, ...] = ()  # in the order their markers appear in the messages
 
     @property
     def shown_tools(self) -> list[dict[str, Any]] | None:

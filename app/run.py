@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from litestar.response import Response, Stream
 from litestar.types import Receive
 
+from app.media import MediaPolicy
 from app.plan import RequestPlan, StreamPlan
 from app.prepare import PreparedRequest, prepare
 from app.server.errors import (
@@ -60,6 +61,7 @@ class RequestContext:
     registry: ModelRegistry
     receive: Receive
     clock: RequestClock = field(default_factory=RequestClock)
+    media: MediaPolicy = field(default_factory=MediaPolicy)  # which image URLs may be fetched
 
 
 def new_id(prefix: str) -> str:
@@ -107,7 +109,7 @@ async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeSh
     """The plan's answer, whole or streamed (`plan.stream`) in `framing`."""
     lease = await acquire_model(context.registry, plan.model)
     try:
-        prepared = await prepare(plan, lease.served)
+        prepared = await prepare(plan, lease.served, context.media)
         shaper = make_shaper(prepared, context.clock)
         note_caller(plan.caller.user, plan.caller.metadata)
         handle = submit(lease.served, prepared.job)

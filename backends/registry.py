@@ -28,6 +28,7 @@ from backends.embedder import Pooling
 from backends.engine import Engine, EngineOptions
 from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
+from backends.vision import Projector
 
 log = logging.getLogger("fireside.registry")
 
@@ -64,6 +65,7 @@ class ServedModel:
     grammars: GrammarCache
     chat_template: str | None = None  # the --chat-template override's text
     defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults for omitted request fields
+    projector: Projector | None = None  # reads images (the --mmproj given with the model)
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -78,6 +80,7 @@ class ModelSpec:
     keep_alive: float = FOREVER  # seconds unused before it unloads
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)
     pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
+    mmproj: Path | None = None  # the multimodal projector that lets it read images
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
 
     @property
@@ -345,13 +348,19 @@ class ModelRegistry:
             if spec.pooling is not None:
                 options = dataclasses.replace(options, embedding=dataclasses.replace(options.embedding,
                                                                                      pooling=spec.pooling))
-            engine = Engine(model, options)
+            projector = Projector(model, spec.mmproj, threads=options.threads) if spec.mmproj else None
+            try:
+                engine = Engine(model, options)
+            except BaseException:
+                if projector is not None:
+                    projector.close()
+                raise
         except BaseException:
             model.close()
             raise
         template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else None
         return ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab), template,
-                           dict(spec.sampling))
+                           dict(spec.sampling), projector=projector)
 
     def estimate_bytes(self, spec: ModelSpec) -> int:
         """Memory a model takes when loaded: its weights (the GGUF files) and its KV cache (f16,
@@ -390,6 +399,8 @@ def _retrieve_error(task: asyncio.Task[None]) -> None:
 
 def _close(served: ServedModel) -> None:
     served.engine.close()
+    if served.projector is not None:
+        served.projector.close()
     served.model.close()
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
+from app.media import MediaPolicy
 from app.server import security
 from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
 from backends.embedder import Pooling
@@ -36,7 +37,7 @@ class _ForLastModel(argparse.Action):
     """An option of the `--model` given before it (of the first model when none was): a list
     with one entry per model, None where a model has none."""
 
-    def __call__(self, parser, namespace, value, option_string=None):  # noqa: ANN001
+    def __call__(self, parser, namespace, value, option_string=None):
         index = max(len(namespace.model) - 1, 0)
         values = list(getattr(namespace, self.dest) or [])
         values.extend([None] * (index + 1 - len(values)))
@@ -75,6 +76,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="most alternatives per token that logprobs / top_logprobs may ask for")
     serve.add_argument("--chat-template", action=_ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a Jinja chat template replacing the own template of the --model before it")
+    serve.add_argument("--mmproj", action=_ForLastModel, type=Path, default=[], metavar="FILE",
+                       help="the multimodal projector (mmproj GGUF) of the --model before it: it reads images")
+    serve.add_argument("--allow-private-media-urls", action="store_true",
+                       help="fetch image URLs on loopback, private and link-local addresses too (refused by default)")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
     serve.add_argument("--log-prompts", action="store_true",
                        help="include prompt and output text (truncated) in the request log lines")
@@ -83,21 +88,24 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def model_specs(paths: list[Path], aliases: list[str | None],
                 templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
-                config: Config | None = None) -> list[ModelSpec]:
-    """The command line's models (loaded at start-up; `aliases` and `templates` hold one entry per
-    model, None: none), then the config file's (loaded on first use). The embedded default model
-    when there are neither."""
+                config: Config | None = None, projectors: list[Path | None] | None = None) -> list[ModelSpec]:
+    """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
+    hold one entry per model, None: none), then the config file's (loaded on first use). The
+    embedded default model when there are neither."""
     configured = [_configured_spec(entry) for entry in (config.models if config else ())]
     if not paths and configured:
         return configured
     paths = paths or [default_model_path()]
-    templates = templates or []
+    templates, projectors = templates or [], projectors or []
     for template in templates:
         if template is not None and not template.is_file():
             raise ModelLoadError(f"chat template not found: {template}")
+    for projector in projectors:
+        if projector is not None and not projector.is_file():
+            raise ModelLoadError(f"projector not found: {projector}")
     given = [
         ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
-                  gpu_layers=gpu_layers)
+                  gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None)
         for i, path in enumerate(paths)
     ]
     return given + configured
@@ -108,7 +116,8 @@ def _configured_spec(entry: ModelEntry) -> ModelSpec:
         raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
-                     pooling=Pooling[entry.pooling] if entry.pooling is not None else None, eager=False)
+                     pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
+                     eager=False)
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
@@ -138,7 +147,8 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(args.config)
         budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
         registry = ModelRegistry.load(
-            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config), ModelOptions(), options,
+            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj),
+            ModelOptions(), options,
             max_loaded=args.max_loaded or config.max_loaded,
             memory_budget=parse_size(budget, "--memory-budget") if budget is not None else None,
             gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
@@ -162,7 +172,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
               flush=True)
         settings = ApiSettings(max_logprobs=max(0, args.max_logprobs), security=security_settings,
-                               log_prompts=args.log_prompts)
+                               log_prompts=args.log_prompts, media=MediaPolicy(allow_private=args.allow_private_media_urls))
         config = uvicorn.Config(create_app(registry, settings), host=args.host, port=args.port,
                                 log_level="warning", timeout_graceful_shutdown=2)
         server = uvicorn.Server(config)
@@ -178,7 +188,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
-def auto_gpu_layers(parallel: int, batch_size: int):  # noqa: ANN201
+def auto_gpu_layers(parallel: int, batch_size: int):
     """`gpu_layers = "auto"`: as many layers as the GPU's free memory holds, with every slot's cache."""
     def resolve(spec: ModelSpec, ctx_size: int) -> int:
         return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)

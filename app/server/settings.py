@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from app.media import MediaPolicy
 from app.server.security import SecuritySettings
 
 DEFAULT_MAX_LOGPROBS = 5
@@ -14,3 +15,4 @@ class ApiSettings:
     max_logprobs: int = DEFAULT_MAX_LOGPROBS  # most alternatives per position `logprobs` may ask for
     security: SecuritySettings = field(default_factory=SecuritySettings)  # keys, CORS, body limit
     log_prompts: bool = False  # the request log line includes prompt and output text (--log-prompts)
+    media: MediaPolicy = field(default_factory=MediaPolicy)  # which image URLs may be fetched

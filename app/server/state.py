@@ -24,4 +24,4 @@ def settings(request: Request) -> ApiSettings:
 
 def request_context(request: Request) -> RequestContext:
     """The context a generation handler runs in; its clock starts now (the request's arrival)."""
-    return RequestContext(registry(request), request.receive)
+    return RequestContext(registry(request), request.receive, media=settings(request).media)

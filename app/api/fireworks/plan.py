@@ -12,6 +12,7 @@ import msgspec
 from app.api.fireworks.requests import (
     ChatCompletionRequest,
     ChatMessage,
+    ChatMessageContent,
     CompletionRequest,
     GenerationFields,
     PredictedOutput,
@@ -19,8 +20,10 @@ from app.api.fireworks.requests import (
 from app.api.fireworks.tools import tool_plan
 from app.plan import (
     ECHO_ALL,
+    IMAGE_MARKER,
     Caller,
     Conversation,
+    ImageRef,
     OutputOptions,
     Prompts,
     RequestPlan,
@@ -37,7 +40,7 @@ MAX_STOP_SEQUENCES = 4
 LOGIT_BIAS_RANGE = 100.0
 # OpenAI's (and Fireworks') default for the legacy completions endpoint.
 DEFAULT_COMPLETION_TOKENS = 16
-NO_IMAGES = "this model does not accept images"
+NO_IMAGES = "this server reads images in chat messages (image_url parts), not in completions' images yet"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -56,10 +59,15 @@ def chat_plan(request: ChatCompletionRequest, max_logprobs: int) -> RequestPlan:
                          param="prompt_truncate_len")
     output = output_options(request, max_logprobs)
     tools = tool_plan(request)
+    images: list[ImageRef] = []
     conversation = Conversation(
-        messages=template_messages(request.messages) if request.messages is not None else None,
+        messages=template_messages(request.messages, images) if request.messages is not None else None,
         token_ids=tuple(request.prompt_token_ids) if request.prompt_token_ids is not None else None,
-        tools=tools, safe_tokenization=request.safe_tokenization, truncate_to=request.prompt_truncate_len)
+        tools=tools, safe_tokenization=request.safe_tokenization, truncate_to=request.prompt_truncate_len,
+        images=tuple(images))
+    if images and request.prompt_truncate_len is not None:
+        raise BadRequest("prompt_truncate_len counts text tokens; it cannot apply to a chat with images yet",
+                         param="prompt_truncate_len")
     return _plan(request, conversation, output, reasoning_controls(request), default_max_tokens=None)
 
 
@@ -297,25 +305,41 @@ def reasoning_controls(request: GenerationFields) -> ReasoningRequest:
         raise BadRequest(str(error), param=error.param) from None
 
 
-def _content_text(message: ChatMessage, index: int) -> str | None:
+def _content_text(message: ChatMessage, index: int, images: list[ImageRef]) -> str | None:
+    """The message's text; an image part becomes `IMAGE_MARKER` there, its reference in `images`."""
     content = message.content
     if content is None or isinstance(content, str):
         return content
     texts = []
     for j, part in enumerate(content):
+        where = f"messages[{index}].content[{j}]"
         if part.type == "text":
             if part.text is None:
-                raise BadRequest(f"messages[{index}].content[{j}] is a text part without text", param="messages")
+                raise BadRequest(f"{where} is a text part without text", param="messages")
             texts.append(part.text)
-        elif part.type in ("image_url", "video_url"):
-            raise BadRequest(f"{NO_IMAGES}: messages[{index}].content[{j}] is {part.type}", param="messages")
+        elif part.type == "image_url":
+            texts.append(_image_marker(part, where, images))
+        elif part.type == "video_url":
+            raise BadRequest(f"{where} is a video: this server does not read video frames yet", param="messages")
         else:
             raise BadRequest(f"messages[{index}].content[{j}] has unknown type {part.type!r}", param="messages")
     return "\n".join(texts)  # text parts joined as vLLM joins them for string-content templates
 
 
-def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
-    """The conversation as the plain dicts that chat templates read."""
+def _image_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) -> str:
+    image = part.image_url
+    if image is None:
+        raise BadRequest(f"{where} is an image_url part without image_url", param="messages")
+    for name in ("detail", "max_long_side_pixel"):
+        if getattr(image, name) is not None:
+            raise BadRequest(f"{where}.image_url.{name} is not supported yet: the image goes to the model's "
+                             "projector as sent, which resizes it itself", param="messages")
+    images.append(ImageRef(image.url, where))
+    return IMAGE_MARKER
+
+
+def template_messages(messages: list[ChatMessage], images: list[ImageRef] | None = None) -> list[dict[str, Any]]:
+    """The conversation as the plain dicts that chat templates read (image parts: see `_content_text`)."""
     if not messages:
         raise BadRequest("messages must hold at least one message", param="messages")
     rendered = []
@@ -323,7 +347,7 @@ def template_messages(messages: list[ChatMessage]) -> list[dict[str, Any]]:
         if message.role not in ROLES:
             raise BadRequest(f"messages[{i}].role {message.role!r} is not one of {', '.join(ROLES)}", param="messages")
         item = msgspec.to_builtins(message)
-        item["content"] = _content_text(message, i) or ""
+        item["content"] = _content_text(message, i, images if images is not None else []) or ""
         if message.role == "developer":
             item["role"] = "system"  # OpenAI's newer name for the system role
         rendered.append(item)

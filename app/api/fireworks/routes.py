@@ -41,14 +41,17 @@ def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCar
 
 
 def _capabilities(served: ServedModel) -> list[str]:
-    """A generative model completes, chats, embeds (last token) and ranks (yes against no); a
-    cross-encoder (rank pooling) ranks; a model that declares other pooling only embeds."""
+    """A generative model completes, chats, embeds (last token) and ranks (yes against no), and
+    with a projector reads images ("vision") or sound ("audio"); a cross-encoder (rank pooling)
+    ranks; a model that declares other pooling only embeds."""
     pooling = declared_pooling(served.model)
     if pooling == Pooling.rank:
         return ["rerank"]
     if pooling != Pooling.none:
         return ["embedding"]
-    return ["completion", "chat", "embedding", "rerank"]
+    reads = served.projector
+    media = ["vision"] * bool(reads and reads.vision) + ["audio"] * bool(reads and reads.audio)
+    return ["completion", "chat", "embedding", "rerank", *media]
 
 
 @get(_paths("/models"))

@@ -1,0 +1,71 @@
+"""A chat's images: fetched (app/media.py), encoded by the model's projector, and put into the
+prompt where the chat template placed each image's marker.
+
+Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
+it like any text, and here each marker in the rendered prompt becomes the image's tokens (the
+projector's framing text and the image's placeholders, backends/vision.py). The marker holds a
+random part made when the server starts, so text a user types never makes an image slot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+from app.media import MediaError, MediaPolicy, media_bytes
+from app.plan import IMAGE_MARKER, ImageRef
+from app.prompts import Prompt
+from app.server.errors import BadRequest
+from backends.jobs import PromptImage
+from backends.registry import ServedModel
+from backends.vision import ImageEmbedding, ImageError
+from templates.prompt_fragments import fragment_tokens
+
+NO_IMAGES = "this model does not accept images"
+
+
+async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: MediaPolicy) -> list[ImageEmbedding]:
+    """Each image read and encoded, in order; 400 naming the part for any that cannot be."""
+    projector = served.projector
+    if projector is None or not projector.vision:
+        raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is an image",
+                         param="messages")
+    images = []
+    for ref in refs:
+        try:
+            data = await media_bytes(ref.url, policy)
+            images.append(await asyncio.to_thread(projector.encode, data))
+        except (MediaError, ImageError) as error:
+            raise BadRequest(f"{ref.where}: {error}", param="messages") from None
+    return images
+
+
+def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbedding]) -> tuple[Prompt, tuple[PromptImage, ...]]:
+    """The prompt with each image's tokens where the template put its marker."""
+    fragments: list[str | int] = []
+    for fragment in prompt.fragments:
+        if not isinstance(fragment, str) or IMAGE_MARKER not in fragment:
+            fragments.append(fragment)
+            continue
+        for k, piece in enumerate(fragment.split(IMAGE_MARKER)):
+            if k:
+                fragments.append(-1)  # where an image goes (no vocabulary id is negative)
+            fragments.append(piece)
+    tokens = fragment_tokens(served.model, fragments)
+    found = tokens.count(-1)
+    if found != len(images):
+        raise BadRequest(f"the chat template placed {found} of the {len(images)} images; it drops images where it "
+                         "puts them (in a message of a role it leaves out, say)", param="messages")
+    placed: list[PromptImage] = []
+    expanded: list[int] = []
+    slots = iter(images)
+    for token in tokens:
+        if token != -1:
+            expanded.append(token)
+            continue
+        image = next(slots)
+        placed.append(image.at(len(expanded)))
+        expanded.extend(image.tokens)
+    text = prompt.text.replace(IMAGE_MARKER, "<image>")
+    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
+    return replace(prompt, tokens=expanded, text=text, fragments=shown), tuple(placed)

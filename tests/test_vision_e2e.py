@@ -1,0 +1,155 @@
+"""Images in chat over real HTTP: SmolLM2 served with a tiny projector made by the tests
+(tests/fixtures/make_tiny_vlm.py: seeded random weights, so it proves the plumbing, not vision),
+through the OpenAI SDK (data URIs and an http URL from a local server, whole and streamed) and
+plain HTTP: different images steer the greedy answer, the same image gives the same one, usage
+counts image tokens, the prefix cache reuses an image, and bad images get 400s naming the part."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import http.server
+import threading
+
+import httpx
+import pytest
+
+from app.media import MediaError, MediaPolicy, media_bytes
+from tests.conftest import start_server, stop_server
+from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
+from tests.images import noise, png
+from tests.test_vision_engine import CACHE
+
+QUESTION = "What is in this picture?"
+
+
+@pytest.fixture(scope="module")
+def vision_server(model_path):
+    _, projector = make_tiny_vlm(CACHE / "tiny-vlm")
+    server = start_server("--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
+                          "--model", str(model_path), "--alias", "plain", "--ctx-size", "512", "--parallel", "2",
+                          "--allow-private-media-urls")
+    yield server
+    stop_server(server)
+
+
+@pytest.fixture(scope="module")
+def image_site():
+    """A local web server with two images, and a redirect to one of them."""
+    pages = {"/a.png": png(noise(1)), "/b.png": png(noise(2))}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+            if self.path == "/moved":
+                self.send_response(302)
+                self.send_header("Location", "/a.png")
+                self.end_headers()
+                return
+            body = pages.get(self.path)
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", "image/png")
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    site = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=site.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{site.server_address[1]}"
+    site.shutdown()
+
+
+def data_uri(seed: int) -> str:
+    return "data:image/png;base64," + base64.b64encode(png(noise(seed))).decode()
+
+
+def image_message(url: str, text: str = QUESTION) -> list[dict]:
+    return [{"role": "user", "content": [{"type": "text", "text": text},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+
+
+def chat(server, messages: list[dict], model: str = "vlm", **fields) -> httpx.Response:
+    return httpx.post(f"{server.v1}/chat/completions", timeout=120, json={
+        "model": model, "messages": messages, "max_tokens": 12, "temperature": 0, **fields})
+
+
+def test_images_steer_the_answer_through_the_openai_sdk(vision_server) -> None:
+    import openai
+
+    with openai.OpenAI(base_url=vision_server.v1, api_key="unused", max_retries=0) as client:
+        def ask(url: str) -> openai.types.chat.ChatCompletion:
+            return client.chat.completions.create(model="vlm", messages=image_message(url), max_tokens=12,
+                                                  temperature=0)
+        a, again, b = ask(data_uri(1)), ask(data_uri(1)), ask(data_uri(2))
+        text_only = client.chat.completions.create(model="vlm", max_tokens=1, temperature=0, messages=[
+            {"role": "user", "content": [{"type": "text", "text": QUESTION}]}])
+        chunks = list(client.chat.completions.create(model="vlm", messages=image_message(data_uri(1)),
+                                                     max_tokens=12, temperature=0, stream=True))
+    assert a.choices[0].message.content != b.choices[0].message.content
+    assert again.choices[0].message.content == a.choices[0].message.content
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == a.choices[0].message.content
+    assert a.usage.prompt_tokens >= text_only.usage.prompt_tokens + IMAGE_TOKENS  # image tokens are counted
+    assert again.usage.prompt_tokens_details.cached_tokens >= a.usage.prompt_tokens - 3  # the image was reused
+    assert b.usage.prompt_tokens_details.cached_tokens < a.usage.prompt_tokens - IMAGE_TOKENS  # not another
+
+
+def test_an_http_image_url_is_fetched(vision_server, image_site) -> None:
+    by_url = chat(vision_server, image_message(f"{image_site}/a.png"))
+    by_redirect = chat(vision_server, image_message(f"{image_site}/moved"))
+    by_data = chat(vision_server, image_message(data_uri(1)))
+    assert by_url.status_code == 200, by_url.text
+    answer = by_data.json()["choices"][0]["message"]["content"]
+    assert by_url.json()["choices"][0]["message"]["content"] == answer
+    assert by_redirect.json()["choices"][0]["message"]["content"] == answer
+    missing = chat(vision_server, image_message(f"{image_site}/none.png"))
+    assert missing.status_code == 400 and "HTTP 404" in missing.json()["error"]["message"]
+
+
+def test_n_choices_share_the_image(vision_server) -> None:
+    response = chat(vision_server, image_message(data_uri(3)), n=2)
+    assert response.status_code == 200, response.text
+    first, second = (c["message"]["content"] for c in response.json()["choices"])
+    assert first == second  # greedy, the same prompt and image
+
+
+def test_text_that_looks_like_a_media_marker_is_text(vision_server) -> None:
+    messages = [{"role": "user", "content": "<__media__> <__image__> <image> <start_of_image>"}]
+    response, plain = chat(vision_server, messages), chat(vision_server, messages, model="plain")
+    assert response.status_code == 200, response.text
+    # the same tokens as on the model that reads no images: no image slot was made
+    assert response.json()["usage"]["prompt_tokens"] == plain.json()["usage"]["prompt_tokens"]
+    assert response.json()["choices"][0]["message"] == plain.json()["choices"][0]["message"]
+
+
+@pytest.mark.parametrize(("part", "words"), [
+    ({"type": "image_url", "image_url": {"url": "data:image/png;base64,aGVsbG8="}}, "not an image"),
+    ({"type": "image_url", "image_url": {"url": "data:image/png;base64,!!!"}}, "base64"),
+    ({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, "file://"),
+    ({"type": "image_url", "image_url": {"url": "mm_file://abc"}}, "Files API"),
+    ({"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}, "data: URI or an http(s) URL"),
+    ({"type": "image_url", "image_url": {"url": "data:,", "detail": "low"}}, "detail"),
+    ({"type": "video_url", "video_url": {"url": "data:,"}}, "video"),
+])
+def test_bad_images_get_a_400_naming_the_part(vision_server, part, words) -> None:
+    response = chat(vision_server, [{"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}])
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert words in error["message"] and "messages[0].content[1]" in error["message"]
+    assert chat(vision_server, image_message(data_uri(1))).status_code == 200  # the others go on
+
+
+def test_a_model_without_a_projector_refuses_images(vision_server) -> None:
+    response = chat(vision_server, image_message(data_uri(1)), model="plain")
+    assert response.status_code == 400 and "does not accept images" in response.json()["error"]["message"]
+    models = {m["id"]: m for m in httpx.get(f"{vision_server.v1}/models").json()["data"]}
+    assert "vision" in models["vlm"]["capabilities"] and "vision" not in models["plain"]["capabilities"]
+
+
+def test_private_addresses_are_refused_by_default(image_site) -> None:
+    with pytest.raises(MediaError, match="loopback, private or link-local"):
+        asyncio.run(media_bytes(f"{image_site}/a.png", MediaPolicy()))
+    assert asyncio.run(media_bytes(f"{image_site}/a.png", MediaPolicy(allow_private=True))) == png(noise(1))
+    with pytest.raises(MediaError, match="at most 100 are read"):
+        asyncio.run(media_bytes(f"{image_site}/a.png", MediaPolicy(allow_private=True, max_bytes=100)))
