@@ -13,10 +13,11 @@ import asyncio
 from dataclasses import replace
 
 from app.media import MediaError, MediaPolicy, media_bytes
-from app.plan import IMAGE_MARKER, ImageRef
+from app.plan import IMAGE_MARKER, IMAGE_PLACEHOLDER, ImageRef
 from app.prompts import Prompt
 from app.server.errors import BadRequest
 from backends.jobs import PromptImage
+from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
 from backends.vision import ImageEmbedding, ImageError
 from templates.prompt_fragments import fragment_tokens
@@ -29,19 +30,38 @@ async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...], policy:
     projector = served.projector
     if projector is None or not projector.vision:
         raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is an image",
-                         param="messages")
+                         param=_param(refs[0]))
     images = []
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
             images.append(await asyncio.to_thread(projector.encode, data))
         except (MediaError, ImageError) as error:
-            raise BadRequest(f"{ref.where}: {error}", param="messages") from None
+            raise BadRequest(f"{ref.where}: {error}", param=_param(ref)) from None
     return images
 
 
-def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbedding]) -> tuple[Prompt, tuple[PromptImage, ...]]:
-    """The prompt with each image's tokens where the template put its marker."""
+def _param(ref: ImageRef) -> str:
+    return ref.where.split("[", 1)[0]  # "messages" or "images"
+
+
+def written_image_prompt(model: LlamaModel, prompt: Prompt, images: list[ImageEmbedding], index: int) -> Prompt:
+    """A completions prompt with each `<image>` replaced by its image's tokens, in order."""
+    pieces = prompt.text.split(IMAGE_PLACEHOLDER)
+    tokens = model.tokenize(pieces[0], add_special=True, parse_special=True)
+    placed = []
+    for image, piece in zip(images, pieces[1:], strict=True):
+        placed.append(image.at(len(tokens)))
+        tokens.extend(image.tokens)
+        tokens.extend(model.tokenize(piece, add_special=False, parse_special=True))
+    if not images[-1].after and not model.tokenize(pieces[-1], add_special=False, parse_special=True):
+        raise BadRequest(f"prompt {index} ends with an image; text must follow it (the answer starts from the "
+                         "prompt's last text token)", param="images")
+    return replace(prompt, tokens=tokens, images=tuple(placed))
+
+
+def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbedding]) -> Prompt:
+    """The chat prompt with each image's tokens where the template put its marker."""
     fragments: list[str | int] = []
     for fragment in prompt.fragments:
         if not isinstance(fragment, str) or IMAGE_MARKER not in fragment:
@@ -68,4 +88,4 @@ def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbeddin
         expanded.extend(image.tokens)
     text = prompt.text.replace(IMAGE_MARKER, "<image>")
     shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
-    return replace(prompt, tokens=expanded, text=text, fragments=shown), tuple(placed)
+    return replace(prompt, tokens=expanded, text=text, fragments=shown, images=tuple(placed))

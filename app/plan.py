@@ -66,6 +66,7 @@ class ToolPlan:
 # Where an image part sat in a message's text (app/images.py puts the image there); its random
 # part, made at start-up, keeps a user's typed text from ever making an image slot.
 IMAGE_MARKER = f"<__image_{secrets.token_hex(8)}__>"
+IMAGE_PLACEHOLDER = "<image>"  # where each of a completions prompt's `images` goes (the user writes it)
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ class Prompts:
     """Prompts used as written: text, or token ids. Each gets its own choices."""
 
     prompts: tuple[str | tuple[int, ...], ...]
+    images: tuple[tuple[ImageRef, ...], ...] = ()  # per prompt, for its `<image>` placeholders in order
 
 
 @dataclass(frozen=True)

@@ -14,13 +14,13 @@ from typing import Any
 from app.answer_check import AnswerCheck
 from app.chat_formats import chat_format
 from app.constraints import Constraint, call_grammar, format_grammar, reasoning_first
-from app.images import encode_images, place_images
+from app.images import encode_images, place_images, written_image_prompt
 from app.media import DEFAULT_MEDIA, MediaPolicy
 from app.plan import Conversation, RequestPlan, Sampling
 from app.prompts import Fragments, Prompt, chat_prompt, check_token_ids, written_prompts
 from app.server.errors import BadRequest
 from backends.embedder import Pooling, declared_pooling
-from backends.jobs import GenerationJob, PromptImage, PromptSpec, SamplingParams
+from backends.jobs import GenerationJob, PromptSpec, SamplingParams
 from backends.llama_model import LlamaModel
 from backends.reasoning_budget import ReasoningBudget
 from backends.registry import ServedModel
@@ -66,23 +66,25 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
     model = served.model
     require_generative(served, "it does not generate text; use /v1/embeddings")
     chat = tool_names = None
-    images: tuple[PromptImage, ...] = ()
+    if plan.input.images and plan.output.logprobs is not None and plan.output.logprobs.prompt_last:
+        raise BadRequest("the prompt's log-probabilities cannot be scored across images", param="echo")
     if isinstance(plan.input, Conversation):
         chat = chat_format(served)
         reasoning = plan.reasoning or ReasoningRequest()
-        if plan.input.images and plan.output.logprobs is not None and plan.output.logprobs.prompt_last:
-            raise BadRequest("the prompt's log-probabilities cannot be scored across images", param="echo")
         encoded = await encode_images(served, plan.input.images, media) if plan.input.images else []
         prompts = [await asyncio.to_thread(chat_prompt, model, chat, plan.input, reasoning)]
         if encoded:
-            prompts[0], images = place_images(served, prompts[0], encoded)
+            prompts[0] = place_images(served, prompts[0], encoded)
         budget = reasoning_budget(model, chat, prompts[0].text, reasoning)
     else:
         prompts = written_prompts(plan.input.prompts, model)
+        for i, refs in enumerate(plan.input.images):
+            if refs:
+                prompts[i] = written_image_prompt(model, prompts[i], await encode_images(served, refs, media), i)
         budget = written_reasoning_budget(served, plan.reasoning, [p.text for p in prompts])
     requested = plan.max_tokens if plan.max_tokens is not None else served.defaults.get("max_tokens")
     specs = tuple(PromptSpec(tuple(p.tokens), fit_max_tokens(len(p.tokens), requested, plan.default_max_tokens,
-                                                             served.engine.ctx_size, plan.overflow), images)
+                                                             served.engine.ctx_size, plan.overflow), p.images)
                   for p in prompts)
     if chat is not None:
         assert isinstance(plan.input, Conversation)

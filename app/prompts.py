@@ -13,6 +13,7 @@ from typing import Any
 
 from app.plan import Conversation
 from app.server.errors import BadRequest
+from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel
 from backends.model_cache import per_model
 from backends.vocab import special_tokens
@@ -45,6 +46,7 @@ class Prompt:
     text: str  # as the model sees it (a text prompt exactly as given: echo returns it verbatim)
     fragments: Fragments  # markup tokens and plain text (`raw_output.prompt_fragments`)
     truncation: Truncation | None = None
+    images: tuple[PromptImage, ...] = ()  # where `tokens` hold an image's placeholders
 
 
 def check_token_ids(tokens: list[int] | tuple[int, ...], n_vocab: int, param: str) -> None:

@@ -39,7 +39,7 @@ def image_site():
     pages = {"/a.png": png(noise(1)), "/b.png": png(noise(2))}
 
     class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - the http.server interface
+        def do_GET(self) -> None:
             if self.path == "/moved":
                 self.send_response(302)
                 self.send_header("Location", "/a.png")
@@ -153,3 +153,38 @@ def test_private_addresses_are_refused_by_default(image_site) -> None:
     assert asyncio.run(media_bytes(f"{image_site}/a.png", MediaPolicy(allow_private=True))) == png(noise(1))
     with pytest.raises(MediaError, match="at most 100 are read"):
         asyncio.run(media_bytes(f"{image_site}/a.png", MediaPolicy(allow_private=True, max_bytes=100)))
+
+
+def complete(server, **fields) -> httpx.Response:
+    return httpx.post(f"{server.v1}/completions", timeout=120, json={
+        "model": "vlm", "max_tokens": 10, "temperature": 0, **fields})
+
+
+def test_completions_put_each_image_at_its_placeholder(vision_server) -> None:
+    prompt = "Picture: <image>\nWhat it shows:"
+    a = complete(vision_server, prompt=prompt, images=[data_uri(1)], logprobs=1)
+    b = complete(vision_server, prompt=prompt, images=[data_uri(2)], logprobs=1)
+    both = complete(vision_server, prompt=[prompt, prompt], images=[[data_uri(2)], [data_uri(1)]], logprobs=1)
+    assert a.status_code == 200, a.text
+
+    def scores(choice: dict) -> list[float]:  # the image shows in the model's numbers, if not in its words
+        return choice["logprobs"]["token_logprobs"]
+    score_a, score_b = scores(a.json()["choices"][0]), scores(b.json()["choices"][0])
+    assert score_a != score_b
+    in_pair = [scores(c) for c in sorted(both.json()["choices"], key=lambda c: c["index"])]
+    assert max(abs(x - y) for x, y in zip(in_pair[0], score_b)) < 0.05
+    assert max(abs(x - y) for x, y in zip(in_pair[1], score_a)) < 0.05
+    plain = complete(vision_server, prompt="Picture: \nWhat it shows:")
+    assert a.json()["usage"]["prompt_tokens"] >= plain.json()["usage"]["prompt_tokens"] + IMAGE_TOKENS
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"prompt": "No placeholder here", "images": ["data:,x"]}, "0 <image> placeholders for 1 images"),
+    ({"prompt": [1, 2, 3], "images": ["data:,x"]}, "token ids"),
+    ({"prompt": ["<image>", "<image>"], "images": [["data:,x"]]}, "1 lists for 2 prompts"),
+    ({"prompt": "<image> and", "images": ["data:image/png;base64,aGVsbG8="]}, "images[0]: the data is not an image"),
+])
+def test_completions_images_that_do_not_fit_get_a_400(vision_server, fields, words) -> None:
+    response = complete(vision_server, **fields)
+    assert response.status_code == 400, response.text
+    assert words in response.json()["error"]["message"] and response.json()["error"]["param"] == "images"

@@ -21,6 +21,7 @@ from app.api.fireworks.tools import tool_plan
 from app.plan import (
     ECHO_ALL,
     IMAGE_MARKER,
+    IMAGE_PLACEHOLDER,
     Caller,
     Conversation,
     ImageRef,
@@ -40,7 +41,6 @@ MAX_STOP_SEQUENCES = 4
 LOGIT_BIAS_RANGE = 100.0
 # OpenAI's (and Fireworks') default for the legacy completions endpoint.
 DEFAULT_COMPLETION_TOKENS = 16
-NO_IMAGES = "this server reads images in chat messages (image_url parts), not in completions' images yet"
 ROLES = ("system", "developer", "user", "assistant", "tool")
 
 
@@ -83,7 +83,8 @@ def completion_plan(request: CompletionRequest, max_logprobs: int) -> RequestPla
         items = [prompt]
     else:
         items = prompt
-    prompts = Prompts(tuple(item if isinstance(item, str) else tuple(item) for item in items))
+    prompts = Prompts(tuple(item if isinstance(item, str) else tuple(item) for item in items),
+                      _completion_images(request.images, items))
     if request.reasoning_history is not None:
         raise BadRequest("reasoning_history chooses how chat messages are rendered; /v1/completions uses its "
                          "prompt as written (use /v1/chat/completions)", param="reasoning_history")
@@ -91,6 +92,28 @@ def completion_plan(request: CompletionRequest, max_logprobs: int) -> RequestPla
     if request.reasoning_effort is not None or request.thinking is not None:
         reasoning = reasoning_controls(request)
     return _plan(request, prompts, output, reasoning, default_max_tokens=DEFAULT_COMPLETION_TOKENS)
+
+
+def _completion_images(images: list[str | list[str]] | None, prompts: list[Any]) -> tuple[tuple[ImageRef, ...], ...]:
+    """`images` per prompt: one list for one prompt, a list per prompt for several; each image
+    takes the place of one `<image>` in its (text) prompt, in order."""
+    if not images:
+        return ()
+    per_prompt = [images] if all(isinstance(image, str) for image in images) else images
+    if len(per_prompt) != len(prompts) or not all(isinstance(group, list) for group in per_prompt):
+        raise BadRequest(f"images holds {len(per_prompt)} lists for {len(prompts)} prompts; give one list of "
+                         "images per prompt", param="images")
+    refs = []
+    for i, (prompt, group) in enumerate(zip(prompts, per_prompt, strict=True)):
+        if group and not isinstance(prompt, str):
+            raise BadRequest(f"prompt {i} is token ids; give it as text with an {IMAGE_PLACEHOLDER} where each image "
+                             "goes", param="images")
+        if group and prompt.count(IMAGE_PLACEHOLDER) != len(group):
+            raise BadRequest(f"prompt {i} has {prompt.count(IMAGE_PLACEHOLDER)} {IMAGE_PLACEHOLDER} placeholders for "
+                             f"{len(group)} images", param="images")
+        refs.append(tuple(ImageRef(url, f"images[{i}][{j}]" if len(prompts) > 1 else f"images[{j}]")
+                          for j, url in enumerate(group)))
+    return tuple(refs)
 
 
 def _plan(request: GenerationFields, prompt: Conversation | Prompts, output: OutputOptions,
@@ -157,8 +180,6 @@ def check_meaning(request: GenerationFields) -> None:
             raise BadRequest("messages is required (or prompt_token_ids)", param="messages")
     elif isinstance(request, CompletionRequest):
         _check_prompt_shape(request.prompt)
-        if request.images:
-            raise BadRequest(NO_IMAGES, param="images")
 
 
 def _check_prompt_shape(prompt: str | list[Any]) -> None:
