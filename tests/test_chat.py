@@ -83,7 +83,8 @@ def test_image_parts_on_a_text_only_model_are_400(http, server):
                {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]
     response = chat(http, server.model, messages=[{"role": "user", "content": content}])
     assert response.status_code == 400
-    assert response.json()["error"]["message"] == "this model does not accept images: messages[0].content[1] is image_url"
+    assert response.json()["error"]["message"] == ("this model does not accept images (serve it with its --mmproj "
+                                                   "projector): messages[0].content[1] is an image")
 
 
 def test_messages_are_required(http, server):

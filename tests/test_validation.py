@@ -91,7 +91,8 @@ def test_output_options_that_contradict_or_exceed_limits_are_400(http, server, p
     ({"reasoning_history": "preserved"}, "reasoning_history", "prompt as written"),
     ({"reasoning_effort": "low"}, "reasoning_effort", "no reasoning"),
     ({"thinking": {"type": "enabled"}}, "thinking", "no reasoning"),
-    ({"images": ["data:image/png;base64,AAAA"]}, "images", "does not accept images"),
+    ({"images": ["data:image/png;base64,AAAA"]}, "images", "placeholders for 1 images"),
+    ({"prompt": "x <image> y", "images": ["data:image/png;base64,AAAA"]}, "images", "does not accept images"),
 ])
 def test_completion_fields_that_cannot_apply_say_why(http, server, fields, param, words):
     response = http.post(COMPLETIONS, json={"model": server.model, "prompt": "x", **fields})
