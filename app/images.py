@@ -35,7 +35,7 @@ async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...], policy:
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
-            images.append(await asyncio.to_thread(projector.encode, data))
+            images.append(await asyncio.to_thread(projector.encode, data, ref.max_side))
         except (MediaError, ImageError) as error:
             raise BadRequest(f"{ref.where}: {error}", param=_param(ref)) from None
     return images

@@ -75,6 +75,7 @@ class ImageRef:
 
     url: str
     where: str  # e.g. "messages[1].content[2]", for errors
+    max_side: int | None = None  # scale the image down to this many pixels on its long side first
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
+from backends.image_header import declared_size
 from backends.jobs import IMAGE_OFFSET_BITS, PromptImage, image_placeholders
 from backends.llama_model import LlamaModel, ModelLoadError
 
@@ -89,11 +90,15 @@ class Projector:
             mtmd.mtmd_free(self._ctx)
             self._ctx = None
 
-    def encode(self, data: bytes) -> ImageEmbedding:
-        """The image in `data` as embeddings; `ImageError` when it cannot be read."""
+    def encode(self, data: bytes, max_side: int | None = None) -> ImageEmbedding:
+        """The image in `data` as embeddings, first scaled down to at most `max_side` pixels on its
+        long side when it is larger; `ImageError` when it cannot be read."""
         if not self.vision:
             raise ImageError("this model's projector takes no images")
-        key = int.from_bytes(hashlib.blake2b(data, digest_size=6).digest(), "big")
+        declared = declared_size(data)
+        if declared is not None and declared[0] * declared[1] > MAX_PIXELS:
+            raise ImageError(f"the image declares {declared[0]}x{declared[1]} pixels; at most {MAX_PIXELS} are read")
+        key = int.from_bytes(hashlib.blake2b(b"%d:" % (max_side or 0) + data, digest_size=6).digest(), "big")
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with self._lock:
             bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
@@ -105,10 +110,23 @@ class Projector:
                 width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
                 if width * height > MAX_PIXELS:
                     raise ImageError(f"the image is {width}x{height} pixels; at most {MAX_PIXELS} pixels are read")
+                if max_side is not None and max(width, height) > max_side:
+                    bitmap = self._scaled(bitmap, width, height, max_side)
                 return self._encode(chunks, bitmap, key)
             finally:
                 mtmd.mtmd_input_chunks_free(chunks)
                 mtmd.mtmd_bitmap_free(bitmap)
+
+    @staticmethod
+    def _scaled(bitmap: mtmd.mtmd_bitmap_p, width: int, height: int, max_side: int) -> mtmd.mtmd_bitmap_p:
+        """A new bitmap of `bitmap` scaled to `max_side` on its long side (the old one is freed)."""
+        pixels = np.ctypeslib.as_array(mtmd.mtmd_bitmap_get_data(bitmap), shape=(height, width, 3))
+        scale = max_side / max(width, height)
+        size = (max(1, round(height * scale)), max(1, round(width * scale)))
+        scaled = np.ascontiguousarray(area_downscale(pixels, size))
+        mtmd.mtmd_bitmap_free(bitmap)
+        buffer = (ctypes.c_uint8 * scaled.size).from_buffer_copy(scaled.tobytes())
+        return mtmd.mtmd_bitmap_init(size[1], size[0], buffer)
 
     def _encode(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, key: int) -> ImageEmbedding:
         text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)
@@ -143,3 +161,14 @@ class Projector:
         output = mtmd.mtmd_get_output_embd(self._ctx)
         embeddings = np.ctypeslib.as_array(output, shape=(n_tokens * self.n_embd,)).reshape(n_tokens, self.n_embd)
         return ImageEmbedding(key, embeddings.copy(), bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk)))
+
+
+def area_downscale(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+    """`pixels` (height x width x 3, uint8) scaled down to `size` (height, width): each output
+    pixel the mean of the source pixels it covers."""
+    height, width = pixels.shape[:2]
+    rows = np.linspace(0, height, size[0] + 1).round().astype(np.intp)
+    cols = np.linspace(0, width, size[1] + 1).round().astype(np.intp)
+    sums = np.add.reduceat(np.add.reduceat(pixels, rows[:-1], axis=0, dtype=np.uint32), cols[:-1], axis=1)
+    area = np.outer(np.diff(rows), np.diff(cols))[..., None]
+    return (sums / area).round().astype(np.uint8)

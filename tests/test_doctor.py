@@ -59,6 +59,7 @@ def test_json_report_is_one_object_with_the_same_facts(capsys, folders):
     config_dir.mkdir()
     (config_dir / "config.toml").write_text(
         '[[models]]\nid = "a"\nfile = "a.gguf"\n\n[[models]]\nid = "b"\nfile = "b.gguf"\ngpu_layers = "auto"\n'
+        'mmproj = "b-mmproj.gguf"\n'
     )
     port = free_port()
     report = json.loads(run_doctor(capsys, "--json", "--port", str(port)))
@@ -71,6 +72,7 @@ def test_json_report_is_one_object_with_the_same_facts(capsys, folders):
     assert report["config_file"] == {"path": str(config_dir / "config.toml"), "exists": True}
     assert report["models_dir"] == {"path": str(models_dir), "exists": True}
     assert report["models_configured"] == 2 and report["config_error"] is None
+    assert report["models_with_images"] == ["b"]
     assert report["port"] == {"host": "127.0.0.1", "port": port, "free": True, "error": None}
     assert report["python_version"].startswith("3.")
     assert report["llama_cpp_python_version"][0].isdigit()

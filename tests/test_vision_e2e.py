@@ -107,6 +107,18 @@ def test_an_http_image_url_is_fetched(vision_server, image_site) -> None:
     assert missing.status_code == 400 and "HTTP 404" in missing.json()["error"]["message"]
 
 
+def test_detail_and_max_long_side_pixel_scale_the_image_first(vision_server) -> None:
+    big = "data:image/png;base64," + base64.b64encode(png(noise(5, 600))).decode()
+
+    def first_scores(**image_fields) -> list[float]:
+        messages = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": big, **image_fields}}]}]
+        response = chat(vision_server, messages, logprobs=True, max_tokens=3)
+        assert response.status_code == 200, response.text
+        return [entry["logprob"] for entry in response.json()["choices"][0]["logprobs"]["content"]]
+    assert first_scores(detail="high") == first_scores()
+    assert first_scores(detail="low") != first_scores(max_long_side_pixel=16)
+
+
 def test_n_choices_share_the_image(vision_server) -> None:
     response = chat(vision_server, image_message(data_uri(3)), n=2)
     assert response.status_code == 200, response.text
@@ -129,7 +141,9 @@ def test_text_that_looks_like_a_media_marker_is_text(vision_server) -> None:
     ({"type": "image_url", "image_url": {"url": "file:///etc/passwd"}}, "file://"),
     ({"type": "image_url", "image_url": {"url": "mm_file://abc"}}, "Files API"),
     ({"type": "image_url", "image_url": {"url": "ftp://example.com/a.png"}}, "data: URI or an http(s) URL"),
-    ({"type": "image_url", "image_url": {"url": "data:,", "detail": "low"}}, "detail"),
+    ({"type": "image_url", "image_url": {"url": "data:,", "detail": "tiny"}}, "detail is one of low, high, auto"),
+    ({"type": "image_url", "image_url": {"url": "data:,", "max_long_side_pixel": 0}}, "max_long_side_pixel"),
+    ({"type": "image_url", "image_url": {"url": "data:,"}}, "empty"),
     ({"type": "video_url", "video_url": {"url": "data:,"}}, "video"),
 ])
 def test_bad_images_get_a_400_naming_the_part(vision_server, part, words) -> None:

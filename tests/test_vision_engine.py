@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import struct
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backends.engine import Engine, EngineOptions
+from backends.image_header import declared_size
 from backends.jobs import (
     ChoiceFinished,
     GenerationJob,
@@ -23,7 +26,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
-from backends.vision import ImageEmbedding, ImageError, Projector
+from backends.vision import ImageEmbedding, ImageError, Projector, area_downscale
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
 from tests.images import noise, png
 
@@ -76,6 +79,39 @@ def test_the_projector_encodes_an_image_into_the_text_model_s_width(vlm) -> None
     assert set(other.tokens).isdisjoint(placeholders) and abs(other.embeddings - a.embeddings).max() > 0.01
     # the gemma3 projector frames an image with <start_of_image> and <end_of_image>, as text
     assert model.detokenize(list(a.before)) == "<start_of_image>" and model.detokenize(list(a.after)) == "<end_of_image>"
+
+
+def test_area_downscale_averages_the_pixels_each_output_pixel_covers() -> None:
+    pixels = np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+    scaled = area_downscale(pixels, (2, 3))
+    assert scaled.shape == (2, 3, 3)
+    assert (scaled[0, 0] == pixels[:2, :2].reshape(-1, 3).mean(0).round()).all()
+    assert (scaled[1, 2] == pixels[2:, 4:].reshape(-1, 3).mean(0).round()).all()
+
+
+def test_headers_declare_the_size_before_decoding() -> None:
+    assert declared_size(png(noise(1, 20))) == (20, 20)
+    assert declared_size(b"GIF89a" + struct.pack("<HH", 7, 9) + b"\0" * 10) == (7, 9)
+    assert declared_size(b"BM" + b"\0" * 16 + struct.pack("<ii", 5, -6)) == (5, 6)
+    jpeg = b"\xff\xd8\xff\xe0" + struct.pack(">H", 4) + b"\0\0" + b"\xff\xc0" + struct.pack(">HBHH", 11, 8, 30, 40) + b"\0" * 6
+    assert declared_size(jpeg) == (40, 30)
+    assert declared_size(b"RIFF....WEBPVP8 ") is None
+
+
+def test_a_decompression_bomb_is_refused_before_decoding(vlm) -> None:
+    _, projector, _ = vlm
+    header = png(noise(1, 8))
+    bomb = header[:16] + struct.pack(">II", 100_000, 100_000) + header[24:]  # 10^10 pixels declared
+    with pytest.raises(ImageError, match="declares 100000x100000 pixels"):
+        projector.encode(bomb)
+
+
+def test_max_side_scales_the_image_down_first(vlm) -> None:
+    _, projector, _ = vlm
+    data = png(noise(6, 200))
+    whole, small = projector.encode(data), projector.encode(data, max_side=10)
+    assert whole.key != small.key and abs(whole.embeddings - small.embeddings).max() > 0.01
+    assert (projector.encode(data, max_side=400).embeddings == whole.embeddings).all()  # not larger: as sent
 
 
 @pytest.mark.parametrize("data", [b"", b"not an image", png(noise(3))[:60]])

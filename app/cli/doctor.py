@@ -57,6 +57,7 @@ class DoctorReport(msgspec.Struct):
     config_file: PathInfo
     models_dir: PathInfo
     models_configured: int | None  # None: the config file cannot be read (config_error says why)
+    models_with_images: list[str]  # configured models with a projector (mmproj): they read images
     config_error: str | None
     default_model: str | None  # the embedded SmolLM2 GGUF, when fireside[default-model] is installed
     port: PortInfo
@@ -144,16 +145,17 @@ def port_status(host: str, port: int) -> PortInfo:
     return PortInfo(host, port, True)
 
 
-def _config() -> tuple[PathInfo, PathInfo, int | None, str | None]:
+def _config() -> tuple[PathInfo, PathInfo, int | None, list[str], str | None]:
     from app.config import ConfigError, load_config
     from app.locations import config_file, models_dir
 
     path, models = config_file(), models_dir()
     try:
-        count, error = len(load_config(path).models), None
+        entries = load_config(path).models
+        count, readers, error = len(entries), [entry.id for entry in entries if entry.mmproj is not None], None
     except ConfigError as failure:
-        count, error = None, str(failure)
-    return PathInfo(str(path), path.is_file()), PathInfo(str(models), models.is_dir()), count, error
+        count, readers, error = None, [], str(failure)
+    return PathInfo(str(path), path.is_file()), PathInfo(str(models), models.is_dir()), count, readers, error
 
 
 def _default_model() -> str | None:
@@ -187,7 +189,7 @@ def hints(report: DoctorReport) -> list[str]:
 def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
     info, names, offload, found = _llama_build()
     sections = parse_system_info(info)
-    config, models, count, error = _config()
+    config, models, count, readers, error = _config()
     report = DoctorReport(
         fireside_version=_version("fireside"),
         python_version=platform.python_version(),
@@ -196,7 +198,8 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
         llama_cpp_python_version=_version("llama-cpp-python"),
         backends=names, gpu_offload=offload, devices=found,
         cpu_features=cpu_features(sections), system_info=sections,
-        config_file=config, models_dir=models, models_configured=count, config_error=error,
+        config_file=config, models_dir=models, models_configured=count, models_with_images=readers,
+        config_error=error,
         default_model=_default_model(), port=port_status(host, port), hints=[],
     )
     report.hints = hints(report)
@@ -233,6 +236,7 @@ def render_text(report: DoctorReport) -> str:
         _path_line("config file", report.config_file, "not written yet"),
         _path_line("models folder", report.models_dir, "not created yet"),
         f"models configured: {report.models_configured if report.models_configured is not None else 'unknown'}",
+        f"models that read images (with an mmproj projector): {', '.join(report.models_with_images) or 'none'}",
         f"default model: {report.default_model or 'not installed'}",
         f"port {report.port.port} on {report.port.host}: "
         + ("free" if report.port.free else f"in use ({report.port.error})"),

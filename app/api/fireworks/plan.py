@@ -39,6 +39,9 @@ from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reas
 
 MAX_STOP_SEQUENCES = 4
 LOGIT_BIAS_RANGE = 100.0
+# `detail`: the long side an image is scaled down to before the projector's own preprocessing
+# (OpenAI's "low" is a 512-pixel image; "high" and "auto" leave it to the projector)
+DETAIL_SIDES = {"low": 512, "high": None, "auto": None}
 # OpenAI's (and Fireworks') default for the legacy completions endpoint.
 DEFAULT_COMPLETION_TOKENS = 16
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -351,11 +354,18 @@ def _image_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) 
     image = part.image_url
     if image is None:
         raise BadRequest(f"{where} is an image_url part without image_url", param="messages")
-    for name in ("detail", "max_long_side_pixel"):
-        if getattr(image, name) is not None:
-            raise BadRequest(f"{where}.image_url.{name} is not supported yet: the image goes to the model's "
-                             "projector as sent, which resizes it itself", param="messages")
-    images.append(ImageRef(image.url, where))
+    sides = []
+    if image.detail is not None:
+        if image.detail not in DETAIL_SIDES:
+            raise BadRequest(f"{where}.image_url.detail is one of {', '.join(DETAIL_SIDES)}, got {image.detail!r}",
+                             param="messages")
+        sides.append(DETAIL_SIDES[image.detail])
+    if image.max_long_side_pixel is not None:
+        if image.max_long_side_pixel < 1:
+            raise BadRequest(f"{where}.image_url.max_long_side_pixel must be 1 or more", param="messages")
+        sides.append(image.max_long_side_pixel)
+    limits = [side for side in sides if side is not None]
+    images.append(ImageRef(image.url, where, min(limits) if limits else None))
     return IMAGE_MARKER
 
 
