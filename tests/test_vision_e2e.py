@@ -202,3 +202,16 @@ def test_completions_images_that_do_not_fit_get_a_400(vision_server, fields, wor
     response = complete(vision_server, **fields)
     assert response.status_code == 400, response.text
     assert words in response.json()["error"]["message"] and response.json()["error"]["param"] == "images"
+
+
+def test_the_fireworks_sdk_sends_images_whole_and_streamed(vision_server) -> None:
+    import fireworks
+
+    with fireworks.Fireworks(base_url=vision_server.base_url, api_key="unused", max_retries=0) as client:
+        whole = client.chat.completions.create(model="vlm", messages=image_message(data_uri(1)), max_tokens=12,
+                                               temperature=0)
+        chunks = list(client.chat.completions.create(model="vlm", messages=image_message(data_uri(1)),
+                                                     max_tokens=12, temperature=0, stream=True))
+    expected = chat(vision_server, image_message(data_uri(1))).json()["choices"][0]["message"]["content"]
+    assert whole.choices[0].message.content == expected
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected
