@@ -1,8 +1,8 @@
 """A model's multimodal projector (`mmproj` GGUF) through llama.cpp's libmtmd: image bytes in,
 the embeddings the text model decodes in their place out.
 
-`Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame, as libmtmd's stb_image
-does), runs the projector's own preprocessing and vision encoder, and returns an `ImageEmbedding`:
+`Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame with libmtmd's stb_image;
+WebP and what else Pillow reads with Pillow), runs the projector's own preprocessing and vision encoder, and returns an `ImageEmbedding`:
 one row per image token, the text model's width. Prompts carry an image as a run of placeholder
 ids (`ImageEmbedding.placeholders`): negative, so they never meet a vocabulary id, and derived
 from the image's bytes, so the engine's prefix cache reuses an image it has already decoded and
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import io
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,9 +103,8 @@ class Projector:
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with self._lock:
             bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
-            if not bitmap:
-                raise ImageError("the data is not an image this server can read (PNG, JPEG, GIF, BMP), or it is "
-                                 "corrupt or truncated")
+            if not bitmap:  # not a format libmtmd's stb_image reads (WebP, TIFF...): Pillow's turn
+                bitmap = bitmap_of(pillow_pixels(data))
             chunks = mtmd.mtmd_input_chunks_init()
             try:
                 width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
@@ -123,10 +123,9 @@ class Projector:
         pixels = np.ctypeslib.as_array(mtmd.mtmd_bitmap_get_data(bitmap), shape=(height, width, 3))
         scale = max_side / max(width, height)
         size = (max(1, round(height * scale)), max(1, round(width * scale)))
-        scaled = np.ascontiguousarray(area_downscale(pixels, size))
+        scaled = area_downscale(pixels, size)
         mtmd.mtmd_bitmap_free(bitmap)
-        buffer = (ctypes.c_uint8 * scaled.size).from_buffer_copy(scaled.tobytes())
-        return mtmd.mtmd_bitmap_init(size[1], size[0], buffer)
+        return bitmap_of(scaled)
 
     def _encode(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, key: int) -> ImageEmbedding:
         text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)
@@ -172,3 +171,28 @@ def area_downscale(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     sums = np.add.reduceat(np.add.reduceat(pixels, rows[:-1], axis=0, dtype=np.uint32), cols[:-1], axis=1)
     area = np.outer(np.diff(rows), np.diff(cols))[..., None]
     return (sums / area).round().astype(np.uint8)
+
+
+def bitmap_of(pixels: np.ndarray) -> mtmd.mtmd_bitmap_p:
+    """An mtmd bitmap of RGB pixels (height x width x 3, uint8)."""
+    pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+    buffer = (ctypes.c_uint8 * pixels.size).from_buffer_copy(pixels.tobytes())
+    return mtmd.mtmd_bitmap_init(pixels.shape[1], pixels.shape[0], buffer)
+
+
+def pillow_pixels(data: bytes) -> np.ndarray:
+    """The RGB pixels of an image Pillow reads (WebP among others), its size checked before it is
+    decoded; `ImageError` for anything else."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as image:
+            width, height = image.size
+            if width * height > MAX_PIXELS:
+                raise ImageError(f"the image declares {width}x{height} pixels; at most {MAX_PIXELS} are read")
+            return np.asarray(image.convert("RGB"))
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError) as error:
+        if isinstance(error, ImageError):
+            raise
+        raise ImageError("the data is not an image this server can read (PNG, JPEG, WebP, GIF, BMP...), or it is "
+                         "corrupt or truncated") from None

@@ -106,6 +106,19 @@ def test_a_decompression_bomb_is_refused_before_decoding(vlm) -> None:
         projector.encode(bomb)
 
 
+def test_webp_is_read_with_pillow(vlm) -> None:
+    import io
+
+    from PIL import Image
+
+    _, projector, _ = vlm
+    pixels = noise(7)
+    buffer = io.BytesIO()
+    Image.fromarray(pixels).save(buffer, "WEBP", lossless=True)
+    webp = projector.encode(buffer.getvalue())
+    assert (webp.embeddings == projector.encode(png(pixels)).embeddings).all()  # the same pixels
+
+
 def test_max_side_scales_the_image_down_first(vlm) -> None:
     _, projector, _ = vlm
     data = png(noise(6, 200))
