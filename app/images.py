@@ -1,5 +1,6 @@
 """A chat's images: fetched (app/media.py), encoded by the model's projector, and put into the
-prompt where the chat template placed each image's marker.
+prompt where the chat template placed each image's marker (a video's sampled frames, app/video.py,
+one after another where its marker is).
 
 Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
 it like any text, and here each marker in the rendered prompt becomes the image's tokens (the
@@ -16,6 +17,7 @@ from app.media import MediaError, MediaPolicy, media_bytes
 from app.plan import IMAGE_MARKER, IMAGE_PLACEHOLDER, ImageRef
 from app.prompts import Prompt
 from app.server.errors import BadRequest
+from app.video import VideoError, video_frames
 from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
@@ -25,28 +27,36 @@ from templates.prompt_fragments import fragment_tokens
 NO_IMAGES = "this model does not accept images"
 
 
-async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: MediaPolicy) -> list[ImageEmbedding]:
-    """Each image read and encoded, in order; 400 naming the part for any that cannot be."""
+async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...],
+                        policy: MediaPolicy) -> list[list[ImageEmbedding]]:
+    """Each part's images (one, or a video's frames) read and encoded, in order; 400 naming the
+    part for any that cannot be."""
     projector = served.projector
     if projector is None or not projector.vision:
-        raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is an image",
+        kind = "a video" if refs[0].video else "an image"
+        raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is {kind}",
                          param=_param(refs[0]))
-    images = []
+    groups = []
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
-            images.append(await asyncio.to_thread(projector.encode, data, ref.max_side))
-        except (MediaError, ImageError) as error:
+            if ref.video is None:
+                groups.append([await asyncio.to_thread(projector.encode, data, ref.max_side)])
+                continue
+            frames = await asyncio.to_thread(video_frames, data, *ref.video, ref.max_side)
+            groups.append([await asyncio.to_thread(projector.encode_pixels, frame) for frame in frames])
+        except (MediaError, ImageError, VideoError) as error:
             raise BadRequest(f"{ref.where}: {error}", param=_param(ref)) from None
-    return images
+    return groups
 
 
 def _param(ref: ImageRef) -> str:
     return ref.where.split("[", 1)[0]  # "messages" or "images"
 
 
-def written_image_prompt(model: LlamaModel, prompt: Prompt, images: list[ImageEmbedding], index: int) -> Prompt:
+def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[ImageEmbedding]], index: int) -> Prompt:
     """A completions prompt with each `<image>` replaced by its image's tokens, in order."""
+    images = [group[0] for group in groups]
     pieces = prompt.text.split(IMAGE_PLACEHOLDER)
     tokens = model.tokenize(pieces[0], add_special=True, parse_special=True)
     placed = []
@@ -60,8 +70,9 @@ def written_image_prompt(model: LlamaModel, prompt: Prompt, images: list[ImageEm
     return replace(prompt, tokens=tokens, images=tuple(placed))
 
 
-def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbedding]) -> Prompt:
-    """The chat prompt with each image's tokens where the template put its marker."""
+def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]]) -> Prompt:
+    """The chat prompt with each part's images (a video's frames one after another) where the
+    template put the part's marker."""
     fragments: list[str | int] = []
     for fragment in prompt.fragments:
         if not isinstance(fragment, str) or IMAGE_MARKER not in fragment:
@@ -73,19 +84,19 @@ def place_images(served: ServedModel, prompt: Prompt, images: list[ImageEmbeddin
             fragments.append(piece)
     tokens = fragment_tokens(served.model, fragments)
     found = tokens.count(-1)
-    if found != len(images):
-        raise BadRequest(f"the chat template placed {found} of the {len(images)} images; it drops images where it "
+    if found != len(groups):
+        raise BadRequest(f"the chat template placed {found} of the {len(groups)} images; it drops images where it "
                          "puts them (in a message of a role it leaves out, say)", param="messages")
     placed: list[PromptImage] = []
     expanded: list[int] = []
-    slots = iter(images)
+    slots = iter(groups)
     for token in tokens:
         if token != -1:
             expanded.append(token)
             continue
-        image = next(slots)
-        placed.append(image.at(len(expanded)))
-        expanded.extend(image.tokens)
+        for image in next(slots):
+            placed.append(image.at(len(expanded)))
+            expanded.extend(image.tokens)
     text = prompt.text.replace(IMAGE_MARKER, "<image>")
     shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
     return replace(prompt, tokens=expanded, text=text, fragments=shown, images=tuple(placed))

@@ -75,7 +75,8 @@ class ImageRef:
 
     url: str
     where: str  # e.g. "messages[1].content[2]", for errors
-    max_side: int | None = None  # scale the image down to this many pixels on its long side first
+    max_side: int | None = None  # scale the image (each frame) down to this many pixels on its long side first
+    video: tuple[float, int] | None = None  # a video part: (frames per second, most frames) to sample
 
 
 @dataclass(frozen=True)

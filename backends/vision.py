@@ -117,6 +117,21 @@ class Projector:
                 mtmd.mtmd_input_chunks_free(chunks)
                 mtmd.mtmd_bitmap_free(bitmap)
 
+    def encode_pixels(self, pixels: np.ndarray) -> ImageEmbedding:
+        """RGB pixels (height x width x 3, uint8; a video frame) as embeddings."""
+        if not self.vision:
+            raise ImageError("this model's projector takes no images")
+        pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+        key = int.from_bytes(hashlib.blake2b(pixels.tobytes(), digest_size=6,
+                                             person=b"%dx%d" % pixels.shape[:2]).digest(), "big")
+        with self._lock:
+            bitmap, chunks = bitmap_of(pixels), mtmd.mtmd_input_chunks_init()
+            try:
+                return self._encode(chunks, bitmap, key)
+            finally:
+                mtmd.mtmd_input_chunks_free(chunks)
+                mtmd.mtmd_bitmap_free(bitmap)
+
     @staticmethod
     def _scaled(bitmap: mtmd.mtmd_bitmap_p, width: int, height: int, max_side: int) -> mtmd.mtmd_bitmap_p:
         """A new bitmap of `bitmap` scaled to `max_side` on its long side (the old one is freed)."""

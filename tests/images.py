@@ -1,4 +1,4 @@
-"""Small test images written by hand (no imaging library is installed): PNG from an RGB array."""
+"""Small test images: PNG written by hand from an RGB array; an MP4 video written with PyAV."""
 
 from __future__ import annotations
 
@@ -22,3 +22,23 @@ def png(pixels: np.ndarray) -> bytes:
 
 def noise(seed: int, size: int = 48) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype=np.uint8)
+
+
+def mp4(frames: int, size: int = 64, rate: int = 10, seed: int = 0) -> bytes:
+    """A video of `frames` noise frames at `rate` frames per second (MPEG-4 in MP4, with PyAV)."""
+    import io
+
+    import av
+
+    buffer = io.BytesIO()
+    with av.open(buffer, "w", format="mp4") as container:
+        stream = container.add_stream("mpeg4", rate=rate)
+        stream.width = stream.height = size
+        stream.pix_fmt = "yuv420p"
+        for i in range(frames):
+            frame = av.VideoFrame.from_ndarray(noise(seed * 1000 + i, size), format="rgb24")
+            for packet in stream.encode(frame):
+                container.mux(packet)
+        for packet in stream.encode():
+            container.mux(packet)
+    return buffer.getvalue()

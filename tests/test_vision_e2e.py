@@ -17,7 +17,7 @@ import pytest
 from app.media import MediaError, MediaPolicy, media_bytes
 from tests.conftest import start_server, stop_server
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
-from tests.images import noise, png
+from tests.images import mp4, noise, png
 from tests.test_vision_engine import CACHE
 
 QUESTION = "What is in this picture?"
@@ -144,7 +144,7 @@ def test_text_that_looks_like_a_media_marker_is_text(vision_server) -> None:
     ({"type": "image_url", "image_url": {"url": "data:,", "detail": "tiny"}}, "detail is one of low, high, auto"),
     ({"type": "image_url", "image_url": {"url": "data:,", "max_long_side_pixel": 0}}, "max_long_side_pixel"),
     ({"type": "image_url", "image_url": {"url": "data:,"}}, "empty"),
-    ({"type": "video_url", "video_url": {"url": "data:,"}}, "video"),
+    ({"type": "video_url", "video_url": {"url": "data:video/mp4;base64,aGVsbG8="}}, "not a video"),
 ])
 def test_bad_images_get_a_400_naming_the_part(vision_server, part, words) -> None:
     response = chat(vision_server, [{"role": "user", "content": [{"type": "text", "text": "Hi"}, part]}])
@@ -215,3 +215,47 @@ def test_the_fireworks_sdk_sends_images_whole_and_streamed(vision_server) -> Non
     expected = chat(vision_server, image_message(data_uri(1))).json()["choices"][0]["message"]["content"]
     assert whole.choices[0].message.content == expected
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == expected
+
+
+
+def video_message(video: bytes, **fields) -> list[dict]:
+    url = "data:video/mp4;base64," + base64.b64encode(video).decode()
+    return [{"role": "user", "content": [{"type": "text", "text": "What happens?"},
+                                         {"type": "video_url", "video_url": {"url": url, **fields}}]}]
+
+
+def test_a_video_is_read_as_sampled_frames(vision_server) -> None:
+    clip = mp4(20)  # 2 s at 10 frames per second
+
+    def prompt_tokens(**fields) -> int:
+        response = chat(vision_server, video_message(clip, **fields), max_tokens=2)
+        assert response.status_code == 200, response.text
+        return response.json()["usage"]["prompt_tokens"]
+    one, three = prompt_tokens(max_frames=1), prompt_tokens(fps=2, max_frames=3)
+    per_frame = (three - one) // 2
+    assert per_frame >= IMAGE_TOKENS and three - one == 2 * per_frame
+    assert prompt_tokens(sample_fps=1, max_frames=10) == one + per_frame  # 1 per second of 2 s: 2 frames
+    assert prompt_tokens(fps=2, max_frames=3, spatial_limit=16) == three  # smaller frames, as many tokens
+    other = chat(vision_server, video_message(mp4(20, seed=1), max_frames=1), logprobs=True, max_tokens=3)
+    this = chat(vision_server, video_message(clip, max_frames=1), logprobs=True, max_tokens=3)
+    assert [e["logprob"] for e in other.json()["choices"][0]["logprobs"]["content"]] != \
+        [e["logprob"] for e in this.json()["choices"][0]["logprobs"]["content"]]
+
+
+@pytest.mark.parametrize(("fields", "words"), [
+    ({"fps": 0}, "fps must be above 0"),
+    ({"fps": 1, "sample_fps": 2}, "disagree"),
+    ({"max_frames": 0}, "max_frames must be 1 to 64"),
+    ({"detail": "tiny"}, "detail is one of low, default, high"),
+    ({"spatial_limit": 0}, "spatial_limit must be 1 or more"),
+])
+def test_video_fields_that_cannot_apply_get_a_400(vision_server, fields, words) -> None:
+    response = chat(vision_server, video_message(mp4(2), **fields))
+    assert response.status_code == 400 and words in response.json()["error"]["message"], response.text
+
+
+def test_data_that_is_not_a_video_gets_a_400(vision_server) -> None:
+    response = chat(vision_server, video_message(b"no video here"))
+    assert response.status_code == 400 and "not a video" in response.json()["error"]["message"]
+    plain = chat(vision_server, video_message(mp4(2)), model="plain")
+    assert plain.status_code == 400 and "is a video" in plain.json()["error"]["message"]

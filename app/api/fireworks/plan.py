@@ -42,6 +42,9 @@ LOGIT_BIAS_RANGE = 100.0
 # `detail`: the long side an image is scaled down to before the projector's own preprocessing
 # (OpenAI's "low" is a 512-pixel image; "high" and "auto" leave it to the projector)
 DETAIL_SIDES = {"low": 512, "high": None, "auto": None}
+VIDEO_DETAIL_SIDES = {"low": 512, "default": None, "high": None}
+DEFAULT_FPS, MAX_FPS = 1.0, 30.0  # video frames sampled per second
+DEFAULT_MAX_FRAMES, MAX_VIDEO_FRAMES = 8, 64
 # OpenAI's (and Fireworks') default for the legacy completions endpoint.
 DEFAULT_COMPLETION_TOKENS = 16
 ROLES = ("system", "developer", "user", "assistant", "tool")
@@ -344,7 +347,7 @@ def _content_text(message: ChatMessage, index: int, images: list[ImageRef]) -> s
         elif part.type == "image_url":
             texts.append(_image_marker(part, where, images))
         elif part.type == "video_url":
-            raise BadRequest(f"{where} is a video: this server does not read video frames yet", param="messages")
+            texts.append(_video_marker(part, where, images))
         else:
             raise BadRequest(f"messages[{index}].content[{j}] has unknown type {part.type!r}", param="messages")
     return "\n".join(texts)  # text parts joined as vLLM joins them for string-content templates
@@ -366,6 +369,34 @@ def _image_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) 
         sides.append(image.max_long_side_pixel)
     limits = [side for side in sides if side is not None]
     images.append(ImageRef(image.url, where, min(limits) if limits else None))
+    return IMAGE_MARKER
+
+
+def _video_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) -> str:
+    """A video part: its frames, sampled as its fields ask, go where the marker is."""
+    video = part.video_url
+    if video is None:
+        raise BadRequest(f"{where} is a video_url part without video_url", param="messages")
+    at = f"{where}.video_url"
+    if video.fps is not None and video.sample_fps is not None and video.fps != video.sample_fps:
+        raise BadRequest(f"{at}: fps and sample_fps are one setting; they disagree", param="messages")
+    fps = video.fps if video.fps is not None else video.sample_fps if video.sample_fps is not None else DEFAULT_FPS
+    if not 0 < fps <= MAX_FPS:
+        raise BadRequest(f"{at}: fps must be above 0 and at most {MAX_FPS}, got {fps}", param="messages")
+    frames = video.max_frames if video.max_frames is not None else DEFAULT_MAX_FRAMES
+    if not 1 <= frames <= MAX_VIDEO_FRAMES:
+        raise BadRequest(f"{at}.max_frames must be 1 to {MAX_VIDEO_FRAMES}, got {frames}", param="messages")
+    if video.detail is not None and video.detail not in VIDEO_DETAIL_SIDES:
+        raise BadRequest(f"{at}.detail is one of {', '.join(VIDEO_DETAIL_SIDES)}, got {video.detail!r}",
+                         param="messages")
+    sides = [VIDEO_DETAIL_SIDES.get(video.detail or "default")]
+    for name in ("spatial_limit", "max_long_side_pixel"):
+        value = getattr(video, name)
+        if value is not None and value < 1:
+            raise BadRequest(f"{at}.{name} must be 1 or more, got {value}", param="messages")
+        sides.append(value)
+    limits = [side for side in sides if side is not None]
+    images.append(ImageRef(video.url, where, min(limits) if limits else None, (fps, frames)))
     return IMAGE_MARKER
 
 
