@@ -4,7 +4,7 @@ one after another where its marker is).
 
 Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
 it like any text, and here each marker in the rendered prompt becomes the image's tokens (the
-projector's framing text and the image's placeholders, backends/vision.py). The marker holds a
+projector's text around its chunks and their placeholders, backends/vision.py). The marker holds a
 random part made when the server starts, so text a user types never makes an image slot.
 """
 
@@ -21,7 +21,7 @@ from app.video import VideoError, video_frames
 from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
-from backends.vision import ImageEmbedding, ImageError
+from backends.vision import ImageEmbedding, ImageError, ImageTile
 from templates.prompt_fragments import fragment_tokens
 
 NO_IMAGES = "this model does not accept images"
@@ -61,10 +61,11 @@ def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[Im
     tokens = model.tokenize(pieces[0], add_special=True, parse_special=True)
     placed = []
     for image, piece in zip(images, pieces[1:], strict=True):
-        placed.append(image.at(len(tokens)))
+        placed.extend(image.at(len(tokens)))
         tokens.extend(image.tokens)
         tokens.extend(model.tokenize(piece, add_special=False, parse_special=True))
-    if not images[-1].after and not model.tokenize(pieces[-1], add_special=False, parse_special=True):
+    if isinstance(images[-1].parts[-1], ImageTile) and not model.tokenize(pieces[-1], add_special=False,
+                                                                          parse_special=True):
         raise BadRequest(f"prompt {index} ends with an image; text must follow it (the answer starts from the "
                          "prompt's last text token)", param="images")
     return replace(prompt, tokens=tokens, images=tuple(placed))
@@ -95,7 +96,7 @@ def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmb
             expanded.append(token)
             continue
         for image in next(slots):
-            placed.append(image.at(len(expanded)))
+            placed.extend(image.at(len(expanded)))
             expanded.extend(image.tokens)
     text = prompt.text.replace(IMAGE_MARKER, "<image>")
     shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]

@@ -3,8 +3,8 @@ the embeddings the text model decodes in their place out.
 
 `Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame with libmtmd's stb_image;
 WebP and what else Pillow reads with Pillow), runs the projector's own preprocessing and vision encoder, and returns an `ImageEmbedding`:
-one row per image token, the text model's width. Prompts carry an image as a run of placeholder
-ids (`ImageEmbedding.placeholders`): negative, so they never meet a vocabulary id, and derived
+one row per image token, the text model's width. Prompts carry an image's chunks as runs of
+placeholder ids (`ImageEmbedding.tokens`): negative, so they never meet a vocabulary id, and derived
 from the image's bytes, so the engine's prefix cache reuses an image it has already decoded and
 never mistakes one image for another, framed by the text tokens the projector puts around each
 image (Gemma 3's `<start_of_image>` and `<end_of_image>`; none for most). Encoding runs on the caller's thread (off the engine's),
@@ -38,28 +38,45 @@ class ImageError(ValueError):
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ImageTile:
+    """One image chunk of an image: `embeddings` (tokens x n_embd, float32)."""
+
+    embeddings: np.ndarray
+    non_causal: bool  # decoded with attention both ways within the chunk (Gemma 3's projector)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class ImageEmbedding:
-    """One image as the text model reads it: `embeddings` (tokens x n_embd, float32), between the
-    text tokens the projector frames each image with (Gemma 3's `<start_of_image>` ...)."""
+    """One image as the text model reads it: its image chunks (one, or an overview and slices
+    for projectors that tile large images: MiniCPM-V, SmolVLM) and the text tokens the projector
+    puts around and between them (Gemma 3's `<start_of_image>` ...), in order."""
 
     key: int  # from the image's bytes: equal keys, equal images
-    embeddings: np.ndarray
-    non_causal: bool  # decoded with attention both ways within the image (Gemma 3's projector)
-    before: tuple[int, ...] = ()
-    after: tuple[int, ...] = ()
+    parts: tuple[tuple[int, ...] | ImageTile, ...]
 
     @property
-    def n_tokens(self) -> int:
-        return len(self.embeddings)
+    def tiles(self) -> list[ImageTile]:
+        return [part for part in self.parts if isinstance(part, ImageTile)]
 
     @property
     def tokens(self) -> tuple[int, ...]:
-        """What a prompt holds for the image: the framing text and the image's placeholders."""
-        return (*self.before, *image_placeholders(self.key, self.n_tokens), *self.after)
+        """What a prompt holds for the image: its text tokens and each chunk's placeholders."""
+        tokens: list[int] = []
+        for index, part in enumerate(self.parts):
+            tokens.extend(part if isinstance(part, tuple) else
+                          image_placeholders(self.key << 8 | index, len(part.embeddings)))
+        return tuple(tokens)
 
-    def at(self, start: int) -> PromptImage:
-        """This image in a prompt whose `tokens` start at `start`."""
-        return PromptImage(start + len(self.before), self.embeddings, self.non_causal)
+    def at(self, start: int) -> list[PromptImage]:
+        """This image's chunks in a prompt whose `tokens` (see above) start at `start`."""
+        placed, position = [], start
+        for part in self.parts:
+            if isinstance(part, ImageTile):
+                placed.append(PromptImage(position, part.embeddings, part.non_causal))
+                position += len(part.embeddings)
+            else:
+                position += len(part)
+        return placed
 
 
 class Projector:
@@ -80,6 +97,7 @@ class Projector:
         self.vision = bool(mtmd.mtmd_support_vision(self._ctx))
         self.audio = bool(mtmd.mtmd_support_audio(self._ctx))
         self.n_embd = llama_cpp.llama_model_n_embd(model.handle)
+        self.n_vocab = model.n_vocab
         if mtmd.mtmd_decode_use_mrope(self._ctx):
             self.close()
             raise ModelLoadError(f"{path.name} places image tokens in 2-D (M-RoPE, Qwen2-VL and later); "
@@ -148,23 +166,25 @@ class Projector:
         status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(text), bitmaps, 1)
         if status != 0:
             raise ImageError(f"the projector could not preprocess the image (status {status})")
-        framing: list[list[int]] = [[], []]  # text tokens before and after the image
-        image: ImageEmbedding | None = None
+        parts: list[tuple[int, ...] | ImageTile] = []
         for i in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, i)
             if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
                 count = ctypes.c_size_t()
                 tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
-                framing[image is not None].extend(tokens[j] for j in range(count.value))
-                continue
-            if image is not None:
-                raise ImageError("the projector made more than one image of the data")
-            image = self._encode_chunk(chunk, key)
-        if image is None:
-            raise ImageError("the projector made no image tokens of the image")
-        return ImageEmbedding(key, image.embeddings, image.non_causal, tuple(framing[0]), tuple(framing[1]))
+                ids = tuple(tokens[j] for j in range(count.value))
+                if any(not 0 <= token < self.n_vocab for token in ids):
+                    raise ImageError("the projector frames images with tokens this model's vocabulary lacks: it is "
+                                     "not this model's projector")
+                if ids:
+                    parts.append(ids)
+            else:
+                parts.append(self._encode_chunk(chunk))
+        if not any(isinstance(part, ImageTile) for part in parts) or len(parts) > 255:
+            raise ImageError(f"the projector made {len(parts)} parts of the image, none or too many of them images")
+        return ImageEmbedding(key, tuple(parts))
 
-    def _encode_chunk(self, chunk: mtmd.mtmd_input_chunk_p, key: int) -> ImageEmbedding:
+    def _encode_chunk(self, chunk: mtmd.mtmd_input_chunk_p) -> ImageTile:
         n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
         if mtmd.mtmd_input_chunk_get_type(chunk) != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
             raise ImageError("the projector reads this data as audio, not as an image")
@@ -174,7 +194,7 @@ class Projector:
             raise ImageError("the projector failed to encode the image")
         output = mtmd.mtmd_get_output_embd(self._ctx)
         embeddings = np.ctypeslib.as_array(output, shape=(n_tokens * self.n_embd,)).reshape(n_tokens, self.n_embd)
-        return ImageEmbedding(key, embeddings.copy(), bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk)))
+        return ImageTile(embeddings.copy(), bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk)))
 
 
 def area_downscale(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:

@@ -49,7 +49,7 @@ def _prompt(model: LlamaModel, image: ImageEmbedding) -> PromptSpec:
     head = model.tokenize("<|im_start|>user\n", add_special=False, parse_special=True)
     tail = model.tokenize("Describe the picture.<|im_end|>\n<|im_start|>assistant\n", add_special=False,
                           parse_special=True)
-    return PromptSpec((*head, *image.tokens, *tail), 12, (image.at(len(head)),))
+    return PromptSpec((*head, *image.tokens, *tail), 12, tuple(image.at(len(head))))
 
 
 def _generate(engine: Engine, prompt: PromptSpec) -> tuple[str, ChoiceFinished]:
@@ -71,14 +71,15 @@ def _generate(engine: Engine, prompt: PromptSpec) -> tuple[str, ChoiceFinished]:
 def test_the_projector_encodes_an_image_into_the_text_model_s_width(vlm) -> None:
     model, projector, _ = vlm
     a = projector.encode(png(noise(1)))
-    assert a.embeddings.shape == (IMAGE_TOKENS, 576) and a.non_causal  # gemma3 reads images both ways
+    before, tile, after = a.parts  # the gemma3 projector frames an image with text, one chunk between
+    assert tile.embeddings.shape == (IMAGE_TOKENS, 576) and tile.non_causal  # gemma3 reads images both ways
+    assert model.detokenize(list(before)) == "<start_of_image>" and model.detokenize(list(after)) == "<end_of_image>"
     again, other = projector.encode(png(noise(1))), projector.encode(png(noise(2)))
-    assert (again.embeddings == a.embeddings).all() and again.tokens == a.tokens
+    assert (again.tiles[0].embeddings == tile.embeddings).all() and again.tokens == a.tokens
     placeholders = [token for token in a.tokens if token < 0]
-    assert len(placeholders) == IMAGE_TOKENS and a.tokens[len(a.before):][:IMAGE_TOKENS] == tuple(placeholders)
-    assert set(other.tokens).isdisjoint(placeholders) and abs(other.embeddings - a.embeddings).max() > 0.01
-    # the gemma3 projector frames an image with <start_of_image> and <end_of_image>, as text
-    assert model.detokenize(list(a.before)) == "<start_of_image>" and model.detokenize(list(a.after)) == "<end_of_image>"
+    assert len(placeholders) == IMAGE_TOKENS and a.tokens[len(before):][:IMAGE_TOKENS] == tuple(placeholders)
+    assert set(other.tokens).isdisjoint(placeholders)
+    assert abs(other.tiles[0].embeddings - tile.embeddings).max() > 0.01
 
 
 def test_area_downscale_averages_the_pixels_each_output_pixel_covers() -> None:
@@ -116,15 +117,16 @@ def test_webp_is_read_with_pillow(vlm) -> None:
     buffer = io.BytesIO()
     Image.fromarray(pixels).save(buffer, "WEBP", lossless=True)
     webp = projector.encode(buffer.getvalue())
-    assert (webp.embeddings == projector.encode(png(pixels)).embeddings).all()  # the same pixels
+    assert (webp.tiles[0].embeddings == projector.encode(png(pixels)).tiles[0].embeddings).all()  # the same pixels
 
 
 def test_max_side_scales_the_image_down_first(vlm) -> None:
     _, projector, _ = vlm
     data = png(noise(6, 200))
     whole, small = projector.encode(data), projector.encode(data, max_side=10)
-    assert whole.key != small.key and abs(whole.embeddings - small.embeddings).max() > 0.01
-    assert (projector.encode(data, max_side=400).embeddings == whole.embeddings).all()  # not larger: as sent
+    assert whole.key != small.key and abs(whole.tiles[0].embeddings - small.tiles[0].embeddings).max() > 0.01
+    unscaled = projector.encode(data, max_side=400)  # not larger than that: as sent
+    assert (unscaled.tiles[0].embeddings == whole.tiles[0].embeddings).all()
 
 
 @pytest.mark.parametrize("data", [b"", b"not an image", png(noise(3))[:60]])
@@ -145,7 +147,22 @@ def test_images_steer_the_answer_and_the_cache_knows_them(vlm) -> None:
     assert again.cached_tokens >= head + len(a.tokens)  # the image was reused, not decoded again
     text_b, other = _generate(engine, _prompt(model, b))
     assert text_a != text_b
-    assert other.cached_tokens <= head + len(b.before)  # a different image: nothing of it is reused
+    assert other.cached_tokens <= head + len(b.parts[0])  # a different image: nothing of it is reused
+
+
+def test_an_image_of_several_chunks_is_placed_and_decoded_chunk_by_chunk(vlm) -> None:
+    """Projectors that tile large images (MiniCPM-V, SmolVLM) make an overview and slices, with
+    text between them; here two chunks of the tiny projector's output stand in for them."""
+    model, projector, engine = vlm
+    a, b = projector.encode(png(noise(1))), projector.encode(png(noise(2)))
+    separator = tuple(model.tokenize(" then ", add_special=False, parse_special=False))
+    tiled = ImageEmbedding(99, (a.parts[0], a.tiles[0], separator, b.tiles[0], a.parts[-1]))
+    placed = tiled.at(5)
+    assert [image.start for image in placed] == [5 + len(a.parts[0]), 5 + len(a.parts[0]) + IMAGE_TOKENS + len(separator)]
+    holes = [token for token in tiled.tokens if token < 0]
+    assert len(holes) == len(set(holes)) == 2 * IMAGE_TOKENS  # each chunk has its own placeholders
+    text, finished = _generate(engine, _prompt(model, tiled))
+    assert text and finished.prompt_tokens == len(_prompt(model, tiled).tokens)
 
 
 def test_a_prompt_ending_in_an_image_fails_alone(vlm) -> None:
@@ -153,6 +170,6 @@ def test_a_prompt_ending_in_an_image_fails_alone(vlm) -> None:
     image = projector.encode(png(noise(4)))
     head = model.tokenize("Look:", add_special=False, parse_special=False)
     with pytest.raises(ValueError, match="text must end the prompt"):
-        _generate(engine, PromptSpec((*head, *image.tokens[:-len(image.after)]), 4, (image.at(len(head)),)))
+        _generate(engine, PromptSpec((*head, *image.tokens[:-len(image.parts[-1])]), 4, tuple(image.at(len(head)))))
     text, _ = _generate(engine, _prompt(model, image))  # the engine goes on
     assert text
