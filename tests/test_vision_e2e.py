@@ -259,3 +259,15 @@ def test_data_that_is_not_a_video_gets_a_400(vision_server) -> None:
     assert response.status_code == 400 and "not a video" in response.json()["error"]["message"]
     plain = chat(vision_server, video_message(mp4(2)), model="plain")
     assert plain.status_code == 400 and "is a video" in plain.json()["error"]["message"]
+
+
+def test_the_next_turn_of_a_chat_reuses_its_image(vision_server) -> None:
+    key = {"prompt_cache_isolation_key": "next-turn"}
+    first_turn = image_message(data_uri(8))
+    first = chat(vision_server, first_turn, **key)
+    answer = first.json()["choices"][0]["message"]["content"]
+    second_turn = [*first_turn, {"role": "assistant", "content": answer}, {"role": "user", "content": "And then?"}]
+    second = chat(vision_server, second_turn, **key)
+    assert second.status_code == 200, second.text
+    # everything of the first turn's prompt, its image included, comes from the cache
+    assert second.json()["usage"]["prompt_tokens_details"]["cached_tokens"] >= first.json()["usage"]["prompt_tokens"] - 1
