@@ -18,10 +18,10 @@ from app.plan import IMAGE_MARKER, IMAGE_PLACEHOLDER, ImageRef
 from app.prompts import Prompt
 from app.server.errors import BadRequest
 from app.video import VideoError, video_frames
+from backends.image_data import ImageEmbedding, ImageError, ImageTile
 from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
-from backends.vision import ImageEmbedding, ImageError, ImageTile
 from templates.prompt_fragments import fragment_tokens
 
 NO_IMAGES = "this model does not accept images"

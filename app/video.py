@@ -11,7 +11,7 @@ import io
 
 import numpy as np
 
-from backends.vision import MAX_PIXELS, area_downscale
+from backends.image_data import MAX_PIXELS, area_downscale
 
 MAX_DECODED_FRAMES = 20_000  # frames decoded to find the sampled ones, at most
 

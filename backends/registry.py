@@ -22,13 +22,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from backends.embedder import Pooling
 from backends.engine import Engine, EngineOptions
 from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
-from backends.vision import Projector
+
+if TYPE_CHECKING:
+    from backends.vision import Projector
 
 log = logging.getLogger("fireside.registry")
 
@@ -348,7 +350,13 @@ class ModelRegistry:
             if spec.pooling is not None:
                 options = dataclasses.replace(options, embedding=dataclasses.replace(options.embedding,
                                                                                      pooling=spec.pooling))
-            projector = Projector(model, spec.mmproj, threads=options.threads) if spec.mmproj else None
+            projector = None
+            if spec.mmproj:
+                from backends.vision import (
+                    Projector,  # libmtmd loads only for a model with a projector
+                )
+
+                projector = Projector(model, spec.mmproj, threads=options.threads)
             try:
                 engine = Engine(model, options)
             except BaseException:

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from backends.engine import Engine, EngineOptions
+from backends.image_data import ImageEmbedding, ImageError, area_downscale
 from backends.image_header import declared_size
 from backends.jobs import (
     ChoiceFinished,
@@ -26,7 +27,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
-from backends.vision import ImageEmbedding, ImageError, Projector, area_downscale
+from backends.vision import Projector
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
 from tests.images import noise, png
 
