@@ -31,7 +31,6 @@ from backends.drafting import Drafter
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
-    CacheKeys,
     ChoiceFinished,
     EmbeddingJob,
     Event,
@@ -47,7 +46,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.logprobs import LogprobComputer
-from backends.prefix import common_prefix_length, image_boundary
+from backends.prefix import Slot, image_boundary
 from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
@@ -94,25 +93,6 @@ class EngineLoad:
     queued_requests: int  # requests none of whose choices started yet
 
 
-class _Slot:
-    """One llama.cpp sequence id and what its cache holds (positions 0..len(tokens)-1)."""
-
-    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "tokens")
-
-    def __init__(self, slot_id: int):
-        self.id = slot_id
-        self.tokens: list[int] = []
-        self.isolation: str | None = None
-        self.affinity: str | None = None
-        self.last_used = 0
-        self.sequence: _Sequence | None = None
-
-    def shared_prefix(self, prompt: tuple[int, ...], keys: CacheKeys) -> int:
-        if self.isolation != keys.isolation or not self.tokens:
-            return 0
-        return common_prefix_length(self.tokens, prompt)
-
-
 @dataclass(eq=False)
 class _Waiting:
     handle: JobHandle
@@ -157,7 +137,7 @@ class _Sequence:
         "stops",
     )
 
-    def __init__(self, slot: _Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
+    def __init__(self, slot: Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
@@ -218,7 +198,7 @@ class Engine:
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
             idle_seconds=cpu_idle_seconds() if options.adaptive_threads else None,
         )
-        self._slots = [_Slot(i) for i in range(options.parallel)]
+        self._slots = [Slot(i) for i in range(options.parallel)]
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
         self._logprobs = LogprobComputer(model.n_vocab)
         self._prompt_rows: list[tuple[_Sequence, int, int]] = []  # (sequence, batch row, prompt position)
@@ -381,7 +361,7 @@ class Engine:
         for handle, error in failures:
             self._fail(handle, error)
 
-    def _start(self, waiting: _Waiting, free: list[_Slot]) -> None:
+    def _start(self, waiting: _Waiting, free: list[Slot]) -> None:
         job = waiting.handle.job
         keys = job.cache
         prompt = waiting.prompt.tokens
@@ -389,7 +369,7 @@ class Engine:
         busy = {s.id for s in self._slots if s.sequence is not None}
         shared = {s.id: s.shared_prefix(prompt, keys) for s in self._slots}
 
-        def preference(slot: _Slot) -> tuple[int, bool, int, int, int]:
+        def preference(slot: Slot) -> tuple[int, bool, int, int, int]:
             # The slot's own cached prefix, steering by key, then a slot that keeps the busy
             # ones contiguous (gaps that last are closed by `_compact`), the least recently
             # used cache, low ids.
@@ -432,7 +412,7 @@ class Engine:
         """A token's bytes as a uniqueItems guard reads them (markup included)."""
         return self.model.token_bytes(token, special=True)
 
-    def _reuse_prefix(self, slot: _Slot, prompt: tuple[int, ...], shared: dict[int, int], limit: int) -> int:
+    def _reuse_prefix(self, slot: Slot, prompt: tuple[int, ...], shared: dict[int, int], limit: int) -> int:
         """Keep the slot's longest usable prefix of `prompt`, at most `limit` tokens (copied from
         another slot when that one holds more); return how many prompt tokens need no prefill.
 
@@ -443,26 +423,27 @@ class Engine:
             donated = shared[donor.id]
             if donated > reusable + MIN_COPY_GAIN:
                 llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
-                slot.tokens = donor.tokens[:donated]
+                slot.copy_from(donor, donated)
                 reusable = donated
         keep = image_boundary(prompt, min(reusable, limit))
         return keep if self._trim(slot, keep) else 0
 
-    def _trim(self, slot: _Slot, keep: int) -> bool:
+    def _trim(self, slot: Slot, keep: int) -> bool:
         """Cut the slot's cache to its first `keep` tokens; False if it had to be emptied."""
-        kept = keep > 0 and llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
+        position = slot.position(keep)
+        kept = keep > 0 and llama_cpp.llama_memory_seq_rm(self._memory, slot.id, position, -1)
         if kept and self._n_swa > 0:
             # a sliding-window cache may no longer hold what the kept tail attends to
-            kept = llama_cpp.llama_memory_seq_pos_min(self._memory, slot.id) <= max(0, keep - self._n_swa)
+            kept = llama_cpp.llama_memory_seq_pos_min(self._memory, slot.id) <= max(0, position - self._n_swa)
         if not kept:
             self._clear(slot)
             return False
-        del slot.tokens[keep:]
+        slot.cut(keep)
         return True
 
-    def _clear(self, slot: _Slot) -> None:
+    def _clear(self, slot: Slot) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, slot.id, -1, -1)
-        slot.tokens = []
+        slot.clear()
 
     def _compact(self) -> None:
         """Close gaps between busy slots that outlast a burst of arrivals.
@@ -487,10 +468,10 @@ class Engine:
         for seq in [seq for seq in self._active if seq.slot.id not in block]:
             self._move(seq, self._slots[targets.pop(0)])
 
-    def _move(self, seq: _Sequence, target: _Slot) -> None:
+    def _move(self, seq: _Sequence, target: Slot) -> None:
         source = seq.slot
         llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
-        target.tokens = list(source.tokens)
+        target.copy_from(source, len(source.tokens))
         target.isolation, target.affinity, target.last_used = source.isolation, source.affinity, self._steps
         target.sequence, source.sequence = seq, None
         seq.slot = target
@@ -590,10 +571,10 @@ class Engine:
         seq.drafted += len(draft)
         return len(draft)
 
-    def _put(self, row: int, token: int, slot: _Slot, logits: bool) -> None:
+    def _put(self, row: int, token: int, slot: Slot, logits: bool) -> None:
         batch = self._batch
         batch.token[row] = token
-        batch.pos[row] = len(slot.tokens)
+        batch.pos[row] = len(slot.tokens) - slot.shift
         batch.n_seq_id[row] = 1
         batch.seq_id[row][0] = slot.id
         batch.logits[row] = logits
@@ -655,8 +636,8 @@ class Engine:
         # The drafts are the last tokens this step put in the slot's cache; keep those matched.
         keep = len(slot.tokens) - len(draft) + kept
         if keep < len(slot.tokens):
-            llama_cpp.llama_memory_seq_rm(self._memory, slot.id, keep, -1)
-            del slot.tokens[keep:]
+            llama_cpp.llama_memory_seq_rm(self._memory, slot.id, slot.position(keep), -1)
+            slot.cut(keep)
         assert seq.drafter is not None  # only a drafting sequence has a draft
         seq.drafter.settle(len(draft), kept)
 
@@ -672,8 +653,8 @@ class Engine:
     def _rollback(self, seq: _Sequence) -> None:
         """Undo what this step put in the sequence's cache."""
         length, fed = seq.mark
-        llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, length, -1)
-        del seq.slot.tokens[length:]
+        llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, seq.slot.position(length), -1)
+        seq.slot.cut(length)
         seq.fed = fed
         seq.output_row = -1
         seq.drafted -= len(seq.draft)

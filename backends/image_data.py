@@ -24,6 +24,8 @@ class ImageTile:
 
     embeddings: np.ndarray
     non_causal: bool  # decoded with attention both ways within the chunk (Gemma 3's projector)
+    sections: tuple[np.ndarray, np.ndarray] | None = None  # M-RoPE placement (see PromptImage)
+    n_pos: int = 0  # positions it takes (M-RoPE: fewer than its tokens); 0: one per token
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -53,7 +55,7 @@ class ImageEmbedding:
         placed, position = [], start
         for part in self.parts:
             if isinstance(part, ImageTile):
-                placed.append(PromptImage(position, part.embeddings, part.non_causal))
+                placed.append(PromptImage(position, part.embeddings, part.non_causal, part.sections, part.n_pos))
                 position += len(part.embeddings)
             else:
                 position += len(part)

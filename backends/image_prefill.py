@@ -19,6 +19,8 @@ import numpy as np
 
 from backends.jobs import PromptImage
 
+MROPE_SECTIONS = 4  # positions per token under M-RoPE
+
 
 def next_image(images: dict[int, PromptImage], fed: int, prompt_length: int) -> int:
     """Where the next image of a prompt starts, at `fed` or after (the prompt's end if none)."""
@@ -38,7 +40,8 @@ class ImagePrefill:
         self._ctx = ctx
         self.n_embd = llama_cpp.llama_model_n_embd(model)
         self.max_rows = max_rows
-        self._batch = llama_cpp.llama_batch_init(max_rows, self.n_embd, 1)
+        # room for M-RoPE's 4 positions a row (section-major), which llama_batch_init sizes by rows
+        self._batch = llama_cpp.llama_batch_init(max_rows * MROPE_SECTIONS, self.n_embd, 1)
 
     def close(self) -> None:
         llama_cpp.llama_batch_free(self._batch)
@@ -51,9 +54,9 @@ class ImagePrefill:
             if image is None:
                 continue
             rows = len(image.embeddings)
-            if seq.fed + rows >= len(seq.prompt) or self.decode(image, seq.slot.id, len(seq.slot.tokens)) != 0:
+            if seq.fed + rows >= len(seq.prompt) or self.decode(image, seq.slot.id, seq.slot.next_position) != 0:
                 return seq  # a prompt ends in text: its last token's logits start the answer
-            seq.slot.tokens.extend(seq.prompt[seq.fed:seq.fed + rows])
+            seq.slot.placed(seq.prompt[seq.fed:seq.fed + rows], image.n_pos or rows)
             seq.fed += rows
             return None
         return None
@@ -66,8 +69,14 @@ class ImagePrefill:
         batch = self._batch
         source = np.ascontiguousarray(image.embeddings, dtype=np.float32)
         ctypes.memmove(batch.embd, source.ctypes.data, source.nbytes)
+        if image.sections is None:
+            for row in range(rows):
+                batch.pos[row] = first_position + row
+        else:  # section j of row i at j * rows + i (section-major)
+            base, slope = image.sections
+            for index, position in enumerate((base + slope * first_position).reshape(-1).tolist()):
+                batch.pos[index] = position
         for row in range(rows):
-            batch.pos[row] = first_position + row
             batch.n_seq_id[row] = 1
             batch.seq_id[row][0] = seq_id
             batch.logits[row] = False

@@ -73,6 +73,10 @@ class PromptImage:
     start: int
     embeddings: np.ndarray  # tokens x the model's n_embd, float32
     non_causal: bool  # read with attention both ways within the image
+    # M-RoPE (2-D) placement: each token's 4 position sections (t, y, x, z; 4 x tokens) are
+    # base + slope * the image's first position; None: one position per token, in order
+    sections: tuple[np.ndarray, np.ndarray] | None = None
+    n_pos: int = 0  # positions the image takes (M-RoPE: fewer than its tokens); 0: one per token
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,74 @@
-"""What a slot's cached tokens share with a new prompt, and where that shared prefix may end."""
+"""A slot's cache: the tokens it holds and their positions, what it shares with a new prompt,
+and where that shared prefix may end.
+
+A token's position is its index in the slot's tokens, except after an image whose projector
+places its tokens in 2-D (M-RoPE, Qwen2-VL and later): such an image of n tokens advances the
+position by fewer than n, so the positions after it run behind the indices. `shifts` records,
+for each such image, where it ends in `tokens` and how far behind the positions are from there.
+"""
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
+from typing import Any
 
-from backends.jobs import placeholder_offset
+from backends.jobs import CacheKeys, placeholder_offset
+
+
+class Slot:
+    """One llama.cpp sequence id and what its cache holds."""
+
+    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "shift", "shifts", "tokens")
+
+    def __init__(self, slot_id: int):
+        self.id = slot_id
+        self.tokens: list[int] = []
+        self.shifts: list[tuple[int, int]] = []  # (index after an M-RoPE image, positions behind from there)
+        self.shift = 0  # how far the next token's position is behind its index
+        self.isolation: str | None = None
+        self.affinity: str | None = None
+        self.last_used = 0
+        self.sequence: Any = None  # the engine's sequence running in this slot, if any
+
+    def shared_prefix(self, prompt: tuple[int, ...], keys: CacheKeys) -> int:
+        if self.isolation != keys.isolation or not self.tokens:
+            return 0
+        return common_prefix_length(self.tokens, prompt)
+
+    @property
+    def next_position(self) -> int:
+        return len(self.tokens) - self.shift
+
+    def position(self, index: int) -> int:
+        """The position of the token at `index` (or of the next one, at the end)."""
+        if not self.shifts:
+            return index
+        at = bisect.bisect_right(self.shifts, (index, float("inf"))) - 1
+        return index - (self.shifts[at][1] if at >= 0 else 0)
+
+    def cut(self, keep: int) -> None:
+        """Keep the first `keep` tokens (the caller removes their cache cells from `position(keep)`)."""
+        del self.tokens[keep:]
+        if self.shifts and self.shifts[-1][0] > keep:
+            self.shifts = [entry for entry in self.shifts if entry[0] <= keep]
+            self.shift = self.shifts[-1][1] if self.shifts else 0
+
+    def copy_from(self, other: Slot, length: int) -> None:
+        """Hold the first `length` tokens of `other` (whose cache cells were copied here)."""
+        self.tokens = other.tokens[:length]
+        self.shifts = [entry for entry in other.shifts if entry[0] <= length]
+        self.shift = self.shifts[-1][1] if self.shifts else 0
+
+    def clear(self) -> None:
+        self.tokens, self.shifts, self.shift = [], [], 0
+
+    def placed(self, tokens: Sequence[int], positions: int) -> None:
+        """`tokens` (an image's placeholders) were decoded taking `positions` positions."""
+        self.tokens.extend(tokens)
+        if positions != len(tokens):
+            self.shift += len(tokens) - positions
+            self.shifts.append((len(self.tokens), self.shift))
 
 
 def common_prefix_length(a: list[int], b: tuple[int, ...] | list[int]) -> int:

@@ -2,15 +2,16 @@
 the embeddings the text model decodes in their place out.
 
 `Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame with libmtmd's stb_image;
-WebP and what else Pillow reads with Pillow), runs the projector's own preprocessing and vision encoder, and returns an `ImageEmbedding`:
-one row per image token, the text model's width. Prompts carry an image's chunks as runs of
-placeholder ids (`ImageEmbedding.tokens`): negative, so they never meet a vocabulary id, and derived
-from the image's bytes, so the engine's prefix cache reuses an image it has already decoded and
-never mistakes one image for another, framed by the text tokens the projector puts around each
-image (Gemma 3's `<start_of_image>` and `<end_of_image>`; none for most). Encoding runs on the caller's thread (off the engine's),
-one image at a time per projector: libmtmd's encoder is not thread-safe.
+WebP and what else Pillow reads with Pillow), runs the projector's own preprocessing and vision
+encoder, and returns an `ImageEmbedding` (backends/image_data.py): its chunks, one row per image
+token at the text model's width, and the text tokens the projector puts around them (Gemma 3's
+`<start_of_image>` ...). Prompts hold a chunk as a run of placeholder ids, negative (never a
+vocabulary id) and derived from the image's bytes, so the engine's prefix cache reuses an image
+it has decoded and never mistakes one image for another. For M-RoPE models (Qwen2-VL and later)
+each chunk carries its tokens' 2-D positions as libmtmd lays them out. Encoding runs on the
+caller's thread (off the engine's), one image at a time per projector: libmtmd's encoder is not
+thread-safe.
 """
-
 from __future__ import annotations
 
 import ctypes
@@ -57,10 +58,7 @@ class Projector:
         self.audio = bool(mtmd.mtmd_support_audio(self._ctx))
         self.n_embd = llama_cpp.llama_model_n_embd(model.handle)
         self.n_vocab = model.n_vocab
-        if mtmd.mtmd_decode_use_mrope(self._ctx):
-            self.close()
-            raise ModelLoadError(f"{path.name} places image tokens in 2-D (M-RoPE, Qwen2-VL and later); "
-                                 "this server does not decode such images yet")
+        self.mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))  # 2-D image positions (Qwen2-VL and later)
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -153,7 +151,11 @@ class Projector:
             raise ImageError("the projector failed to encode the image")
         output = mtmd.mtmd_get_output_embd(self._ctx)
         embeddings = np.ctypeslib.as_array(output, shape=(n_tokens * self.n_embd,)).reshape(n_tokens, self.n_embd)
-        return ImageTile(embeddings.copy(), bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk)))
+        non_causal = bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk))
+        if not self.mrope:
+            return ImageTile(embeddings.copy(), non_causal)
+        return ImageTile(embeddings.copy(), non_causal, _mrope_sections(chunk, n_tokens),
+                         mtmd.mtmd_input_chunk_get_n_pos(chunk))
 
 
 def bitmap_of(pixels: np.ndarray) -> mtmd.mtmd_bitmap_p:
@@ -161,3 +163,13 @@ def bitmap_of(pixels: np.ndarray) -> mtmd.mtmd_bitmap_p:
     pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
     buffer = (ctypes.c_uint8 * pixels.size).from_buffer_copy(pixels.tobytes())
     return mtmd.mtmd_bitmap_init(pixels.shape[1], pixels.shape[0], buffer)
+
+
+def _mrope_sections(chunk: mtmd.mtmd_input_chunk_p, n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Each token's 4 M-RoPE positions (t, y, x, z, as llama.cpp's helper lays them out) as
+    base + slope * the image's first position: libmtmd's layout read at first positions 0 and 1."""
+    image = mtmd.mtmd_input_chunk_get_tokens_image(chunk)
+    at = [[mtmd.mtmd_image_tokens_get_decoder_pos(image, pos_0, i) for i in range(n_tokens)] for pos_0 in (0, 1)]
+    table = np.array([[[p.t, p.y, p.x, p.z] for p in row] for row in at], dtype=np.int64)  # 2 x tokens x 4
+    base = table[0].T
+    return np.ascontiguousarray(base), np.ascontiguousarray(table[1].T - base)
