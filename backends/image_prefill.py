@@ -38,7 +38,7 @@ class ImagePrefill:
 
     def __init__(self, ctx: llama_cpp.llama_context_p, model: llama_cpp.llama_model_p, max_rows: int):
         self._ctx = ctx
-        self.n_embd = llama_cpp.llama_model_n_embd(model)
+        self.n_embd = llama_cpp.llama_model_n_embd_inp(model)  # what embedding rows hold (Qwen3-VL: deepstack too)
         self.max_rows = max_rows
         # room for M-RoPE's 4 positions a row (section-major), which llama_batch_init sizes by rows
         self._batch = llama_cpp.llama_batch_init(max_rows * MROPE_SECTIONS, self.n_embd, 1)

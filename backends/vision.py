@@ -56,7 +56,7 @@ class Projector:
         self.path = path
         self.vision = bool(mtmd.mtmd_support_vision(self._ctx))
         self.audio = bool(mtmd.mtmd_support_audio(self._ctx))
-        self.n_embd = llama_cpp.llama_model_n_embd(model.handle)
+        self.n_embd = llama_cpp.llama_model_n_embd_inp(model.handle)  # wider than n_embd with deepstack (Qwen3-VL)
         self.n_vocab = model.n_vocab
         self.mrope = bool(mtmd.mtmd_decode_use_mrope(self._ctx))  # 2-D image positions (Qwen2-VL and later)
         self._lock = threading.Lock()
