@@ -242,6 +242,8 @@ def test_chat_media_parts_are_refused(http, server, part):
 
 
 def test_completion_images_are_refused(http, server):
-    error = refused(http, COMPLETIONS, server.model, prompt="Describe the picture.", images=[PNG], max_tokens=1)
+    error = refused(http, COMPLETIONS, server.model, prompt="Describe <image>", images=[PNG], max_tokens=1)
     assert "this model does not accept images" in error["message"]
     assert error["param"] == "images"
+    unplaced = refused(http, COMPLETIONS, server.model, prompt="Describe the picture.", images=[PNG], max_tokens=1)
+    assert "0 <image> placeholders for 1 images" in unplaced["message"] and unplaced["param"] == "images"
