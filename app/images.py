@@ -25,6 +25,7 @@ from backends.registry import ServedModel
 from templates.prompt_fragments import fragment_tokens
 
 NO_IMAGES = "this model does not accept images"
+HOLE = -1  # where an image goes in a prompt's tokens before they are filled (no vocabulary id is negative)
 
 
 async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...],
@@ -56,19 +57,16 @@ def _param(ref: ImageRef) -> str:
 
 def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[ImageEmbedding]], index: int) -> Prompt:
     """A completions prompt with each `<image>` replaced by its image's tokens, in order."""
-    images = [group[0] for group in groups]
     pieces = prompt.text.split(IMAGE_PLACEHOLDER)
     tokens = model.tokenize(pieces[0], add_special=True, parse_special=True)
-    placed = []
-    for image, piece in zip(images, pieces[1:], strict=True):
-        placed.extend(image.at(len(tokens)))
-        tokens.extend(image.tokens)
+    for piece in pieces[1:]:
+        tokens.append(HOLE)
         tokens.extend(model.tokenize(piece, add_special=False, parse_special=True))
-    if isinstance(images[-1].parts[-1], ImageTile) and not model.tokenize(pieces[-1], add_special=False,
-                                                                          parse_special=True):
+    if tokens[-1] == HOLE and isinstance(groups[-1][-1].parts[-1], ImageTile):
         raise BadRequest(f"prompt {index} ends with an image; text must follow it (the answer starts from the "
                          "prompt's last text token)", param="images")
-    return replace(prompt, tokens=tokens, images=tuple(placed))
+    expanded, placed = _fill(tokens, groups)
+    return replace(prompt, tokens=expanded, images=placed)
 
 
 def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]]) -> Prompt:
@@ -81,23 +79,30 @@ def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmb
             continue
         for k, piece in enumerate(fragment.split(IMAGE_MARKER)):
             if k:
-                fragments.append(-1)  # where an image goes (no vocabulary id is negative)
+                fragments.append(HOLE)
             fragments.append(piece)
     tokens = fragment_tokens(served.model, fragments)
-    found = tokens.count(-1)
+    found = tokens.count(HOLE)
     if found != len(groups):
         raise BadRequest(f"the chat template placed {found} of the {len(groups)} images; it drops images where it "
                          "puts them (in a message of a role it leaves out, say)", param="messages")
+    expanded, placed = _fill(tokens, groups)
+    text = prompt.text.replace(IMAGE_MARKER, "<image>")
+    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
+    return replace(prompt, tokens=expanded, text=text, fragments=shown, images=placed)
+
+
+def _fill(tokens: list[int], groups: list[list[ImageEmbedding]]) -> tuple[list[int], tuple[PromptImage, ...]]:
+    """`tokens` with each `HOLE` replaced by its group's images (a video's frames one after
+    another), and where each image chunk now starts."""
     placed: list[PromptImage] = []
     expanded: list[int] = []
     slots = iter(groups)
     for token in tokens:
-        if token != -1:
+        if token != HOLE:
             expanded.append(token)
             continue
         for image in next(slots):
             placed.extend(image.at(len(expanded)))
             expanded.extend(image.tokens)
-    text = prompt.text.replace(IMAGE_MARKER, "<image>")
-    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
-    return replace(prompt, tokens=expanded, text=text, fragments=shown, images=tuple(placed))
+    return expanded, tuple(placed)

@@ -11,7 +11,7 @@ import io
 
 import numpy as np
 
-from backends.image_data import MAX_PIXELS, area_downscale
+from backends.image_data import MAX_PIXELS, fit_within
 
 MAX_DECODED_FRAMES = 20_000  # frames decoded to find the sampled ones, at most
 
@@ -43,7 +43,7 @@ def video_frames(data: bytes, fps: float, max_frames: int, max_side: int | None)
                 time = float(frame.time) if frame.time is not None else decoded / float(stream.average_rate or 1)
                 if time + 1e-6 < next_time:
                     continue
-                frames.append(_scaled(frame.to_ndarray(format="rgb24"), max_side))
+                frames.append(fit_within(frame.to_ndarray(format="rgb24"), max_side))
                 next_time += 1.0 / fps
                 if len(frames) >= max_frames:
                     break
@@ -55,10 +55,3 @@ def video_frames(data: bytes, fps: float, max_frames: int, max_side: int | None)
         raise VideoError("the video has no frames")
     return frames
 
-
-def _scaled(pixels: np.ndarray, max_side: int | None) -> np.ndarray:
-    height, width = pixels.shape[:2]
-    if max_side is None or max(width, height) <= max_side:
-        return pixels
-    scale = max_side / max(width, height)
-    return area_downscale(pixels, (max(1, round(height * scale)), max(1, round(width * scale))))

@@ -36,7 +36,12 @@ class Pooling(enum.IntEnum):
 
 
 class EmbeddingError(ValueError):
-    """An input the context cannot embed (empty, or longer than the context), with the numbers."""
+    """An input the context cannot embed (empty, or longer than the context), or logits it cannot
+    give, with the numbers; `param` names the request field at fault."""
+
+    def __init__(self, message: str, param: str = "input"):
+        super().__init__(message)
+        self.param = param
 
 
 def model_pooling(model: LlamaModel) -> Pooling | None:
@@ -107,12 +112,13 @@ class EmbeddingContext:
         """Raises `EmbeddingError` when this context cannot give the logits `ids` name."""
         if not self.logit_count:
             raise EmbeddingError(f"this model pools its hidden states by {self.pooling.name}; it has no logits to "
-                                 "return (return_logits needs a generative model or a ranking model)")
+                                 "return (return_logits needs a generative model or a ranking model)",
+                                 "return_logits")
         outside = [i for i in ids if not 0 <= i < self.logit_count]
         if outside:
             raise EmbeddingError(f"return_logits names {outside[0]}, outside this model's {self.logit_count} "
                                  f"{'classes' if self._pools_inside else 'vocabulary entries'} "
-                                 f"(0 to {self.logit_count - 1})")
+                                 f"(0 to {self.logit_count - 1})", "return_logits")
 
     def check(self, tokens: Sequence[int]) -> None:
         """Raises `EmbeddingError` for an input this context cannot take."""
@@ -145,9 +151,9 @@ class EmbeddingContext:
         try:
             if self._pools_inside:
                 self._decode([(seq, 0, tokens) for seq, tokens in enumerate(inputs)], outputs=True)
-                pooled = [self._vector(llama_cpp.llama_get_embeddings_seq(self._ctx, seq)) for seq in range(len(inputs))]
-                return [vector if ids is None else vector[list(ids)] if ids else vector
-                        for vector, ids in zip(pooled, asks, strict=True)]
+                rows = [self._row(llama_cpp.llama_get_embeddings_seq(self._ctx, seq), self.dimensions)
+                        for seq in range(len(inputs))]
+                return [row.copy() if ids is None else _select(row, ids) for row, ids in zip(rows, asks, strict=True)]
             heads = [(seq, 0, tokens[:-1]) for seq, tokens in enumerate(inputs) if len(tokens) > 1]
             if heads:
                 llama_cpp.llama_set_embeddings(self._ctx, False)

@@ -574,7 +574,7 @@ class Engine:
     def _put(self, row: int, token: int, slot: Slot, logits: bool) -> None:
         batch = self._batch
         batch.token[row] = token
-        batch.pos[row] = len(slot.tokens) - slot.shift
+        batch.pos[row] = slot.next_position
         batch.n_seq_id[row] = 1
         batch.seq_id[row][0] = slot.id
         batch.logits[row] = logits

@@ -9,23 +9,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backends.jobs import PromptImage, image_placeholders
+from backends.jobs import ImageTile, PromptImage, image_placeholders
 
 MAX_PIXELS = 64_000_000  # a decoded image larger than this is refused (a decompression bomb)
 
 
 class ImageError(ValueError):
     """An image the projector cannot read, with the reason."""
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ImageTile:
-    """One image chunk of an image: `embeddings` (tokens x n_embd, float32)."""
-
-    embeddings: np.ndarray
-    non_causal: bool  # decoded with attention both ways within the chunk (Gemma 3's projector)
-    sections: tuple[np.ndarray, np.ndarray] | None = None  # M-RoPE placement (see PromptImage)
-    n_pos: int = 0  # positions it takes (M-RoPE: fewer than its tokens); 0: one per token
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -55,11 +45,21 @@ class ImageEmbedding:
         placed, position = [], start
         for part in self.parts:
             if isinstance(part, ImageTile):
-                placed.append(PromptImage(position, part.embeddings, part.non_causal, part.sections, part.n_pos))
+                placed.append(PromptImage(position, part))
                 position += len(part.embeddings)
             else:
                 position += len(part)
         return placed
+
+
+def fit_within(pixels: np.ndarray, max_side: int | None) -> np.ndarray:
+    """`pixels` scaled down (area averaging) to at most `max_side` on the long side; as they are
+    when they already fit, or when there is no limit."""
+    height, width = pixels.shape[:2]
+    if max_side is None or max(width, height) <= max_side:
+        return pixels
+    scale = max_side / max(width, height)
+    return area_downscale(pixels, (max(1, round(height * scale)), max(1, round(width * scale))))
 
 
 def area_downscale(pixels: np.ndarray, size: tuple[int, int]) -> np.ndarray:

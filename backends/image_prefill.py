@@ -17,7 +17,7 @@ from typing import Any
 import llama_cpp
 import numpy as np
 
-from backends.jobs import PromptImage
+from backends.jobs import ImageTile, PromptImage
 
 MROPE_SECTIONS = 4  # positions per token under M-RoPE
 
@@ -53,27 +53,28 @@ class ImagePrefill:
             image = seq.images.get(seq.fed) if seq.images and seq.prefilling else None
             if image is None:
                 continue
-            rows = len(image.embeddings)
-            if seq.fed + rows >= len(seq.prompt) or self.decode(image, seq.slot.id, seq.slot.next_position) != 0:
+            tile = image.tile
+            rows = len(tile.embeddings)
+            if seq.fed + rows >= len(seq.prompt) or self.decode(tile, seq.slot.id, seq.slot.next_position) != 0:
                 return seq  # a prompt ends in text: its last token's logits start the answer
-            seq.slot.placed(seq.prompt[seq.fed:seq.fed + rows], image.n_pos or rows)
+            seq.slot.placed(seq.prompt[seq.fed:seq.fed + rows], tile.n_pos or rows)
             seq.fed += rows
             return None
         return None
 
-    def decode(self, image: PromptImage, seq_id: int, first_position: int) -> int:
-        """Decode `image` into sequence `seq_id` from `first_position` on; llama_decode's status."""
-        rows = len(image.embeddings)
-        if rows > self.max_rows or image.embeddings.shape[1] != self.n_embd:
+    def decode(self, tile: ImageTile, seq_id: int, first_position: int) -> int:
+        """Decode `tile` into sequence `seq_id` from `first_position` on; llama_decode's status."""
+        rows = len(tile.embeddings)
+        if rows > self.max_rows or tile.embeddings.shape[1] != self.n_embd:
             return -1
         batch = self._batch
-        source = np.ascontiguousarray(image.embeddings, dtype=np.float32)
+        source = np.ascontiguousarray(tile.embeddings, dtype=np.float32)
         ctypes.memmove(batch.embd, source.ctypes.data, source.nbytes)
-        if image.sections is None:
+        if tile.sections is None:
             for row in range(rows):
                 batch.pos[row] = first_position + row
         else:  # section j of row i at j * rows + i (section-major)
-            base, slope = image.sections
+            base, slope = tile.sections
             for index, position in enumerate((base + slope * first_position).reshape(-1).tolist()):
                 batch.pos[index] = position
         for row in range(rows):
@@ -81,10 +82,10 @@ class ImagePrefill:
             batch.seq_id[row][0] = seq_id
             batch.logits[row] = False
         batch.n_tokens = rows
-        if image.non_causal:
+        if tile.non_causal:
             llama_cpp.llama_set_causal_attn(self._ctx, False)
         try:
             return llama_cpp.llama_decode(self._ctx, batch)
         finally:
-            if image.non_causal:
+            if tile.non_causal:
                 llama_cpp.llama_set_causal_attn(self._ctx, True)

@@ -67,16 +67,23 @@ def placeholder_offset(token: int) -> int:
 
 
 @dataclass(frozen=True, slots=True, eq=False)
+class ImageTile:
+    """One image chunk as the text model reads it: `embeddings` (tokens x n_embd_inp, float32)."""
+
+    embeddings: np.ndarray
+    non_causal: bool  # read with attention both ways within the chunk (Gemma 3's projector)
+    # M-RoPE (2-D) placement: each token's 4 position sections (t, y, x, z; 4 x tokens) are
+    # base + slope * the chunk's first position; None: one position per token, in order
+    sections: tuple[np.ndarray, np.ndarray] | None = None
+    n_pos: int = 0  # positions it takes (M-RoPE: fewer than its tokens); 0: one per token
+
+
+@dataclass(frozen=True, slots=True, eq=False)
 class PromptImage:
-    """An image in a prompt: its placeholders start at `start`; `embeddings` take their place."""
+    """An image chunk in a prompt: its placeholders start at `start`; `tile` takes their place."""
 
     start: int
-    embeddings: np.ndarray  # tokens x the model's n_embd, float32
-    non_causal: bool  # read with attention both ways within the image
-    # M-RoPE (2-D) placement: each token's 4 position sections (t, y, x, z; 4 x tokens) are
-    # base + slope * the image's first position; None: one position per token, in order
-    sections: tuple[np.ndarray, np.ndarray] | None = None
-    n_pos: int = 0  # positions the image takes (M-RoPE: fewer than its tokens); 0: one per token
+    tile: ImageTile
 
 
 @dataclass(frozen=True, slots=True)

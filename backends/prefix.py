@@ -19,13 +19,12 @@ from backends.jobs import CacheKeys, placeholder_offset
 class Slot:
     """One llama.cpp sequence id and what its cache holds."""
 
-    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "shift", "shifts", "tokens")
+    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "shifts", "tokens")
 
     def __init__(self, slot_id: int):
         self.id = slot_id
         self.tokens: list[int] = []
         self.shifts: list[tuple[int, int]] = []  # (index after an M-RoPE image, positions behind from there)
-        self.shift = 0  # how far the next token's position is behind its index
         self.isolation: str | None = None
         self.affinity: str | None = None
         self.last_used = 0
@@ -35,6 +34,11 @@ class Slot:
         if self.isolation != keys.isolation or not self.tokens:
             return 0
         return common_prefix_length(self.tokens, prompt)
+
+    @property
+    def shift(self) -> int:
+        """How far the next token's position is behind its index."""
+        return self.shifts[-1][1] if self.shifts else 0
 
     @property
     def next_position(self) -> int:
@@ -52,23 +56,20 @@ class Slot:
         del self.tokens[keep:]
         if self.shifts and self.shifts[-1][0] > keep:
             self.shifts = [entry for entry in self.shifts if entry[0] <= keep]
-            self.shift = self.shifts[-1][1] if self.shifts else 0
 
     def copy_from(self, other: Slot, length: int) -> None:
         """Hold the first `length` tokens of `other` (whose cache cells were copied here)."""
         self.tokens = other.tokens[:length]
         self.shifts = [entry for entry in other.shifts if entry[0] <= length]
-        self.shift = self.shifts[-1][1] if self.shifts else 0
 
     def clear(self) -> None:
-        self.tokens, self.shifts, self.shift = [], [], 0
+        self.tokens, self.shifts = [], []
 
     def placed(self, tokens: Sequence[int], positions: int) -> None:
         """`tokens` (an image's placeholders) were decoded taking `positions` positions."""
         self.tokens.extend(tokens)
         if positions != len(tokens):
-            self.shift += len(tokens) - positions
-            self.shifts.append((len(self.tokens), self.shift))
+            self.shifts.append((len(self.tokens), self.shift + len(tokens) - positions))
 
 
 def common_prefix_length(a: list[int], b: tuple[int, ...] | list[int]) -> int:

@@ -12,6 +12,7 @@ each chunk carries its tokens' 2-D positions as libmtmd lays them out. Encoding 
 caller's thread (off the engine's), one image at a time per projector: libmtmd's encoder is not
 thread-safe.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -27,12 +28,11 @@ from backends.image_data import (
     MAX_PIXELS,
     ImageEmbedding,
     ImageError,
-    ImageTile,
-    area_downscale,
+    fit_within,
     pillow_pixels,
 )
 from backends.image_header import declared_size
-from backends.jobs import IMAGE_OFFSET_BITS
+from backends.jobs import IMAGE_OFFSET_BITS, ImageTile
 from backends.llama_model import LlamaModel, ModelLoadError
 
 MARKER = b"<__fireside_media__>"  # the projector's media marker; only this module writes it
@@ -80,17 +80,7 @@ class Projector:
             bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
             if not bitmap:  # not a format libmtmd's stb_image reads (WebP, TIFF...): Pillow's turn
                 bitmap = bitmap_of(pillow_pixels(data))
-            chunks = mtmd.mtmd_input_chunks_init()
-            try:
-                width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
-                if width * height > MAX_PIXELS:
-                    raise ImageError(f"the image is {width}x{height} pixels; at most {MAX_PIXELS} pixels are read")
-                if max_side is not None and max(width, height) > max_side:
-                    bitmap = self._scaled(bitmap, width, height, max_side)
-                return self._encode(chunks, bitmap, key)
-            finally:
-                mtmd.mtmd_input_chunks_free(chunks)
-                mtmd.mtmd_bitmap_free(bitmap)
+            return self._encode_bitmap(bitmap, key, max_side)
 
     def encode_pixels(self, pixels: np.ndarray) -> ImageEmbedding:
         """RGB pixels (height x width x 3, uint8; a video frame) as embeddings."""
@@ -100,22 +90,24 @@ class Projector:
         key = int.from_bytes(hashlib.blake2b(pixels.tobytes(), digest_size=6,
                                              person=b"%dx%d" % pixels.shape[:2]).digest(), "big")
         with self._lock:
-            bitmap, chunks = bitmap_of(pixels), mtmd.mtmd_input_chunks_init()
-            try:
-                return self._encode(chunks, bitmap, key)
-            finally:
-                mtmd.mtmd_input_chunks_free(chunks)
-                mtmd.mtmd_bitmap_free(bitmap)
+            return self._encode_bitmap(bitmap_of(pixels), key, None)
 
-    @staticmethod
-    def _scaled(bitmap: mtmd.mtmd_bitmap_p, width: int, height: int, max_side: int) -> mtmd.mtmd_bitmap_p:
-        """A new bitmap of `bitmap` scaled to `max_side` on its long side (the old one is freed)."""
-        pixels = np.ctypeslib.as_array(mtmd.mtmd_bitmap_get_data(bitmap), shape=(height, width, 3))
-        scale = max_side / max(width, height)
-        size = (max(1, round(height * scale)), max(1, round(width * scale)))
-        scaled = area_downscale(pixels, size)
-        mtmd.mtmd_bitmap_free(bitmap)
-        return bitmap_of(scaled)
+    def _encode_bitmap(self, bitmap: mtmd.mtmd_bitmap_p, key: int, max_side: int | None) -> ImageEmbedding:
+        """`bitmap` (freed here) checked, scaled to `max_side`, and encoded; under the lock."""
+        chunks = mtmd.mtmd_input_chunks_init()
+        try:
+            width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
+            if width * height > MAX_PIXELS:
+                raise ImageError(f"the image is {width}x{height} pixels; at most {MAX_PIXELS} pixels are read")
+            if max_side is not None and max(width, height) > max_side:
+                pixels = np.ctypeslib.as_array(mtmd.mtmd_bitmap_get_data(bitmap), shape=(height, width, 3))
+                scaled = fit_within(pixels, max_side)
+                mtmd.mtmd_bitmap_free(bitmap)
+                bitmap = bitmap_of(scaled)
+            return self._encode(chunks, bitmap, key)
+        finally:
+            mtmd.mtmd_input_chunks_free(chunks)
+            mtmd.mtmd_bitmap_free(bitmap)
 
     def _encode(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, key: int) -> ImageEmbedding:
         text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)

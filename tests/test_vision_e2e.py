@@ -16,9 +16,9 @@ import pytest
 
 from app.media import MediaError, MediaPolicy, media_bytes
 from tests.conftest import start_server, stop_server
+from tests.embedding_model import CACHE
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
 from tests.images import mp4, noise, png
-from tests.test_vision_engine import CACHE
 
 QUESTION = "What is in this picture?"
 

@@ -7,9 +7,7 @@ same answer, and the prefix cache reuses an image it has decoded (never a differ
 from __future__ import annotations
 
 import asyncio
-import os
 import struct
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -28,10 +26,9 @@ from backends.jobs import (
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from backends.vision import Projector
+from tests.embedding_model import CACHE
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
 from tests.images import noise, png
-
-CACHE = Path(os.environ.get("FIRESIDE_TEST_CACHE", Path.home() / ".cache" / "fireside-tests"))
 
 
 @pytest.fixture(scope="module")

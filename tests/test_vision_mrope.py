@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
-import os
 from pathlib import Path
 
 import llama_cpp
@@ -29,10 +28,10 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector, bitmap_of
+from tests.embedding_model import CACHE
 from tests.fixtures.make_tiny_qwen2vl import make_tiny_qwen2vl
 from tests.images import noise
 
-CACHE = Path(os.environ.get("FIRESIDE_TEST_CACHE", Path.home() / ".cache" / "fireside-tests"))
 HEAD = "<|im_start|>user\n"
 TAILS = ["Describe.<|im_end|>\n<|im_start|>assistant\n", "Describe it in detail.<|im_end|>\n<|im_start|>assistant\n"]
 NEW_TOKENS = 8

@@ -158,8 +158,7 @@ async def create_embeddings(request: Request) -> Response:
             elif isinstance(event, JobFailed):
                 error = event.error
                 if isinstance(error, EmbeddingError | ValueError):
-                    logits_error = plan.logits is not None and "logits" in str(error)
-                    raise BadRequest(str(error), param="return_logits" if logits_error else "input")
+                    raise BadRequest(str(error), param=getattr(error, "param", "input"))
                 raise EngineFailure(f"embedding failed: {error}")
     finally:
         lease.release()

@@ -357,19 +357,25 @@ def _image_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) 
     image = part.image_url
     if image is None:
         raise BadRequest(f"{where} is an image_url part without image_url", param="messages")
-    sides = []
-    if image.detail is not None:
-        if image.detail not in DETAIL_SIDES:
-            raise BadRequest(f"{where}.image_url.detail is one of {', '.join(DETAIL_SIDES)}, got {image.detail!r}",
-                             param="messages")
-        sides.append(DETAIL_SIDES[image.detail])
-    if image.max_long_side_pixel is not None:
-        if image.max_long_side_pixel < 1:
-            raise BadRequest(f"{where}.image_url.max_long_side_pixel must be 1 or more", param="messages")
-        sides.append(image.max_long_side_pixel)
-    limits = [side for side in sides if side is not None]
-    images.append(ImageRef(image.url, where, min(limits) if limits else None))
+    side = _long_side(f"{where}.image_url", image.detail, DETAIL_SIDES,
+                      {"max_long_side_pixel": image.max_long_side_pixel})
+    images.append(ImageRef(image.url, where, side))
     return IMAGE_MARKER
+
+
+def _long_side(at: str, detail: str | None, detail_sides: dict[str, int | None],
+               caps: dict[str, int | None]) -> int | None:
+    """The long side a part's image (or each frame) is scaled down to: the smallest of what its
+    `detail` and its pixel caps ask for; None: as sent."""
+    if detail is not None and detail not in detail_sides:
+        raise BadRequest(f"{at}.detail is one of {', '.join(detail_sides)}, got {detail!r}", param="messages")
+    limits = [detail_sides[detail]] if detail is not None else []
+    for name, value in caps.items():
+        if value is not None and value < 1:
+            raise BadRequest(f"{at}.{name} must be 1 or more, got {value}", param="messages")
+        limits.append(value)
+    given = [limit for limit in limits if limit is not None]
+    return min(given) if given else None
 
 
 def _video_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) -> str:
@@ -386,17 +392,9 @@ def _video_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) 
     frames = video.max_frames if video.max_frames is not None else DEFAULT_MAX_FRAMES
     if not 1 <= frames <= MAX_VIDEO_FRAMES:
         raise BadRequest(f"{at}.max_frames must be 1 to {MAX_VIDEO_FRAMES}, got {frames}", param="messages")
-    if video.detail is not None and video.detail not in VIDEO_DETAIL_SIDES:
-        raise BadRequest(f"{at}.detail is one of {', '.join(VIDEO_DETAIL_SIDES)}, got {video.detail!r}",
-                         param="messages")
-    sides = [VIDEO_DETAIL_SIDES.get(video.detail or "default")]
-    for name in ("spatial_limit", "max_long_side_pixel"):
-        value = getattr(video, name)
-        if value is not None and value < 1:
-            raise BadRequest(f"{at}.{name} must be 1 or more, got {value}", param="messages")
-        sides.append(value)
-    limits = [side for side in sides if side is not None]
-    images.append(ImageRef(video.url, where, min(limits) if limits else None, (fps, frames)))
+    side = _long_side(at, video.detail, VIDEO_DETAIL_SIDES,
+                      {"spatial_limit": video.spatial_limit, "max_long_side_pixel": video.max_long_side_pixel})
+    images.append(ImageRef(video.url, where, side, (fps, frames)))
     return IMAGE_MARKER
 
 
