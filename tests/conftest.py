@@ -28,6 +28,7 @@ _SANDBOX = Path(tempfile.mkdtemp(prefix="fireside-tests-"))
 atexit.register(shutil.rmtree, _SANDBOX, ignore_errors=True)
 os.environ.setdefault("FIRESIDE_CONFIG_DIR", str(_SANDBOX / "config"))
 os.environ.setdefault("FIRESIDE_MODELS_DIR", str(_SANDBOX / "models"))
+os.environ.setdefault("FIRESIDE_DATA_DIR", str(_SANDBOX / "data"))
 TESTS = Path(__file__).resolve().parent
 SPEC_DIR = TESTS / "contract"  # the Fireworks OpenAPI document and its pages (see its README)
 FIXTURES = TESTS / "fixtures" / "chat-templates"  # real chat templates of ~55 model families

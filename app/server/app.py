@@ -10,9 +10,11 @@ from litestar.exceptions import HTTPException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
+from app.api.anthropic.routes import ROUTES as ANTHROPIC_ROUTES
 from app.api.embeddings import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
 from app.api.rerank import ROUTES as RERANK_ROUTES
+from app.api.responses.routes import ROUTES as RESPONSES_ROUTES
 from app.server import security
 from app.server.errors import ApiError, ErrorBody, ErrorResponse, RequestValidationError
 from app.server.health import health
@@ -53,7 +55,8 @@ def _unexpected_error(_: Request, error: Exception) -> Response:
 def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> Litestar:
     settings = settings or ApiSettings()
     app = Litestar(
-        route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, health, openapi],
+        route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
+                        health, openapi],
         exception_handlers={
             ApiError: _api_error,
             RequestValidationError: _validation_error,

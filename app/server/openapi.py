@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from app.api.anthropic import openapi as anthropic_openapi
 from app.api.embeddings import EmbeddingRequest, EmbeddingResponse
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
 from app.api.fireworks.responses import (
@@ -25,6 +26,7 @@ from app.api.fireworks.responses import (
 )
 from app.api.fireworks.routes import API_PREFIXES
 from app.api.rerank import RerankRequestBody, RerankResponse
+from app.api.responses import openapi as responses_openapi
 from app.server.errors import ErrorResponse, HTTPValidationError
 
 _REF = "#/components/schemas/{name}"
@@ -77,7 +79,7 @@ def openapi_document() -> dict[str, Any]:
         CompletionRequest, ChatCompletionRequest, CompletionResponse, CompletionStreamResponse,
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
-        RerankResponse,
+        RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -91,6 +93,8 @@ def openapi_document() -> dict[str, Any]:
         paths[f"{prefix}/models"] = {
             "get": {"summary": "List Models", "responses": {"200": {"description": "The served models", "content": _json(ModelList)}}}
         }
+    paths.update(anthropic_openapi.paths(_ref))
+    paths.update(responses_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {
         "openapi": "3.1.0",
@@ -101,7 +105,10 @@ def openapi_document() -> dict[str, Any]:
             "securitySchemes": {"BearerAuth": {
                 "type": "http", "scheme": "bearer",
                 "description": "Required when the server runs with --api-key (every path but /health)",
+            }, "ApiKeyAuth": {
+                "type": "apiKey", "in": "header", "name": "x-api-key",
+                "description": "The same key as Anthropic's clients send it",
             }},
         },
-        "security": [{"BearerAuth": []}, {}],
+        "security": [{"BearerAuth": []}, {"ApiKeyAuth": []}, {}],
     }

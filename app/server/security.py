@@ -148,7 +148,8 @@ def api_key_guards(settings: SecuritySettings) -> list[Guard]:
     def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
         if is_open_path(connection.scope["path"]):
             return
-        token = bearer_token(connection.headers.get("authorization"))
+        # Anthropic's clients send the key as `x-api-key`; either header is accepted anywhere
+        token = bearer_token(connection.headers.get("authorization")) or connection.headers.get("x-api-key") or None
         if token is None:
             raise InvalidApiKey(MISSING_KEY)
         if not key_matches(token, digests):
