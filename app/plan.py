@@ -101,6 +101,7 @@ class Prompts:
 
     prompts: tuple[str | tuple[int, ...], ...]
     images: tuple[tuple[ImageRef, ...], ...] = ()  # per prompt, for its `<image>` placeholders in order
+    keep_last: int | None = None  # read only each prompt's last N tokens (TGI's `truncate`)
 
 
 @dataclass(frozen=True)

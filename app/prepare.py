@@ -77,7 +77,7 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
             prompts[0] = place_images(served, prompts[0], encoded)
         budget = reasoning_budget(model, chat, prompts[0].text, reasoning)
     else:
-        prompts = written_prompts(plan.input.prompts, model)
+        prompts = written_prompts(plan.input.prompts, model, plan.input.keep_last)
         for i, refs in enumerate(plan.input.images):
             if refs:
                 prompts[i] = written_image_prompt(model, prompts[i], await encode_images(served, refs, media), i)

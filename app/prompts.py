@@ -109,8 +109,10 @@ def _token_prompt(model: LlamaModel, tokens: tuple[int, ...]) -> Prompt:
     return Prompt(list(tokens), model.detokenize(list(tokens), special=True), list(tokens))
 
 
-def written_prompts(prompts: tuple[str | tuple[int, ...], ...], model: LlamaModel) -> list[Prompt]:
-    """Prompts used as written: text tokenized with the model's special tokens, or token ids."""
+def written_prompts(prompts: tuple[str | tuple[int, ...], ...], model: LlamaModel,
+                    keep_last: int | None = None) -> list[Prompt]:
+    """Prompts used as written: text tokenized with the model's special tokens, or token ids;
+    with `keep_last`, only the last that many tokens of each."""
     out = []
     for i, item in enumerate(prompts):
         if isinstance(item, str):
@@ -118,6 +120,9 @@ def written_prompts(prompts: tuple[str | tuple[int, ...], ...], model: LlamaMode
         else:
             check_token_ids(item, model.n_vocab, "prompt")
             tokens = list(item)
+        if keep_last is not None and len(tokens) > keep_last:
+            tokens = tokens[-keep_last:]
+            item = tuple(tokens)  # the prompt as read is what is left of it
         if not tokens:
             if model.bos_token_id < 0:
                 raise BadRequest(f"prompt {i} is empty", param="prompt")

@@ -42,13 +42,18 @@ class UsageCounter:
     draft_tokens: int = 0
     draft_accepted: int = 0
     finished: set[int] = field(default_factory=set)  # the choices counted from their ChoiceFinished
+    stop_sequences: dict[int, str] = field(default_factory=dict)  # per choice: the stop string that ended it
+    generated: dict[int, int] = field(default_factory=dict)  # per finished choice: its completion tokens
 
     def add(self, event: ChoiceFinished) -> None:
         self.finished.add(event.choice)
+        if event.stop_sequence is not None:
+            self.stop_sequences[event.choice] = event.stop_sequence
         if event.choice % self.n == 0:
             self.prompt_tokens += event.prompt_tokens
             self.cached_tokens += event.cached_tokens
         self.completion_tokens += event.completion_tokens
+        self.generated[event.choice] = event.completion_tokens
         self.draft_tokens += event.draft_tokens
         self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
 

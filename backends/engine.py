@@ -711,7 +711,8 @@ class Engine:
                 self._emit(seq.handle, TextDelta(seq.choice, rest, -1))
         self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached,
                                               seq.drafted, seq.drafter.matched if seq.drafter else 0,
-                                              seq.first_token_at))
+                                              seq.first_token_at,
+                                              seq.stops.matched if reason == "stop" and not release_held else None))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:

@@ -207,6 +207,7 @@ class ChoiceFinished:
     draft_tokens: int = 0  # drafted tokens checked by the model
     draft_accepted: int = 0  # predicted tokens confirmed by the output (each position once)
     first_token_at: float | None = None  # time.perf_counter() when the choice's first token was sampled
+    stop_sequence: str | None = None  # the job's stop string that ended the choice (None: EOS, grammar, length)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 
 class StopMatcher:
-    __slots__ = ("_stops", "_held", "_longest")
+    __slots__ = ("_stops", "_held", "_longest", "matched")
 
     def __init__(self, stops: tuple[str, ...]):
         self._stops = tuple(s for s in stops if s)
         self._longest = max((len(s) for s in self._stops), default=0)
         self._held = ""
+        self.matched: str | None = None  # the stop sequence that ended the text, once one has
 
     def feed(self, piece: str) -> tuple[str, bool]:
         """Add a piece; return (text safe to release, whether a stop sequence was hit)."""
@@ -22,8 +23,9 @@ class StopMatcher:
             return piece, False
         text = self._held + piece
         # A stop can only complete inside the new piece plus what was held back.
-        cut = min((i for i in (text.find(s) for s in self._stops) if i >= 0), default=-1)
-        if cut >= 0:
+        found = [(i, -len(s), s) for s in self._stops if (i := text.find(s)) >= 0]
+        if found:
+            cut, _, self.matched = min(found)  # the earliest; of those starting there, the longest
             self._held = ""
             return text[:cut], True
         keep = self._partial_suffix(text)

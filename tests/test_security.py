@@ -19,6 +19,8 @@ import pytest
 from app.server.security import (
     API_KEY_ENV,
     DEFAULT_MAX_BODY_BYTES,
+    MISSING_KEY,
+    WRONG_KEY,
     SecurityConfigError,
     SecuritySettings,
     bearer_token,
@@ -125,6 +127,26 @@ def test_every_configured_key_is_accepted(locked):
     for key in (CLI_KEY, *FILE_KEYS):
         response = httpx.get(f"{locked.v1}/models", headers={"Authorization": f"bearer  {key}"})
         assert response.status_code == 200 and response.json()["data"][0]["id"] == locked.model
+
+
+def test_x_api_key_is_accepted_like_a_bearer_token(locked):
+    """Anthropic's clients send the key as `x-api-key`; it opens every route a bearer token does."""
+    response = httpx.get(f"{locked.v1}/models", headers={"x-api-key": FILE_KEYS[0]})
+    assert response.status_code == 200 and response.json()["data"][0]["id"] == locked.model
+    _assert_invalid_key(httpx.get(f"{locked.v1}/models", headers={"x-api-key": "wrong"}))
+
+
+def test_tgi_routes_need_the_key_and_answer_in_tgis_shape(locked):
+    from huggingface_hub import InferenceClient
+    from huggingface_hub.errors import TextGenerationError
+
+    response = httpx.post(f"{locked.base_url}/generate", json={"inputs": "Hi"})
+    assert response.status_code == 401
+    assert response.json() == {"error": MISSING_KEY, "error_type": "authentication"}
+    with pytest.raises(TextGenerationError, match=WRONG_KEY):  # the client read TGI's error shape
+        InferenceClient(base_url=locked.base_url, api_key="wrong").text_generation("Hi", max_new_tokens=2)
+    text = InferenceClient(base_url=locked.base_url, api_key=CLI_KEY).text_generation("Hi", max_new_tokens=2)
+    assert isinstance(text, str)
 
 
 def test_health_stays_open(locked):

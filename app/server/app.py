@@ -15,6 +15,7 @@ from app.api.embeddings import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
 from app.api.rerank import ROUTES as RERANK_ROUTES
 from app.api.responses.routes import ROUTES as RESPONSES_ROUTES
+from app.api.tgi.routes import ROUTES as TGI_ROUTES
 from app.server import security
 from app.server.errors import ApiError, ErrorBody, ErrorResponse, RequestValidationError
 from app.server.health import health
@@ -56,6 +57,7 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> 
     settings = settings or ApiSettings()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
+                        *TGI_ROUTES,
                         health, openapi],
         exception_handlers={
             ApiError: _api_error,

@@ -27,6 +27,7 @@ from app.api.fireworks.responses import (
 from app.api.fireworks.routes import API_PREFIXES
 from app.api.rerank import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
+from app.api.tgi import openapi as tgi_openapi
 from app.server.errors import ErrorResponse, HTTPValidationError
 
 _REF = "#/components/schemas/{name}"
@@ -79,7 +80,7 @@ def openapi_document() -> dict[str, Any]:
         CompletionRequest, ChatCompletionRequest, CompletionResponse, CompletionStreamResponse,
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
-        RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS,
+        RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS, *tgi_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -95,6 +96,7 @@ def openapi_document() -> dict[str, Any]:
         }
     paths.update(anthropic_openapi.paths(_ref))
     paths.update(responses_openapi.paths(_ref))
+    paths.update(tgi_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {
         "openapi": "3.1.0",

@@ -1,0 +1,78 @@
+"""TGI's routes: `POST /generate`, `POST /generate_stream` and the compatibility route `POST /`
+(where `huggingface_hub.InferenceClient(base_url).text_generation` posts; `stream` in the body
+chooses). Errors on them are TGI's `{"error", "error_type"}`."""
+
+from __future__ import annotations
+
+from litestar import Request, Response, Router, post
+from litestar.exceptions import HTTPException
+from litestar.response import Stream
+
+from app.api.tgi.plan import tgi_plan
+from app.api.tgi.shaper import TgiShaper, error_body
+from app.api.tgi.wire import TgiError, TgiGenerateRequest
+from app.run import answer
+from app.server.errors import (
+    ApiError,
+    ModelNotFound,
+    RequestValidationError,
+    decode_body,
+)
+from app.server.sse import SSE_HEADERS, Framing, sse_data
+from app.server.state import registry, request_context, settings
+
+# TGI's events are plain `data:` lines with no end marker
+TGI_SSE = Framing(sse_data, b"", "text/event-stream", SSE_HEADERS)
+
+
+async def _generate(request: Request, *, stream: bool | None, listed: bool = False) -> Response | Stream:
+    body = decode_body(await request.body(), TgiGenerateRequest)
+    if stream is not None:
+        body.stream = stream  # the route decides: /generate answers whole, /generate_stream streams
+    model = body.model if body.model is not None else _default_model(request)
+    plan, shape = tgi_plan(body, model, settings(request).max_logprobs)
+    return await answer(request_context(request), plan,
+                        lambda prepared, clock: TgiShaper(prepared, clock, shape, listed=listed), TGI_SSE)
+
+
+def _default_model(request: Request) -> str:
+    """The model TGI's clients mean when they name none: the first one this server serves."""
+    specs = registry(request).specs()
+    if not specs:
+        raise ModelNotFound("(none given)")
+    return specs[0][0].id
+
+
+@post("/generate", status_code=200)
+async def generate(request: Request) -> Response | Stream:
+    return await _generate(request, stream=False)
+
+
+@post("/generate_stream", status_code=200)
+async def generate_stream(request: Request) -> Response | Stream:
+    return await _generate(request, stream=True)
+
+
+@post("/", status_code=200)
+async def compat_generate(request: Request) -> Response | Stream:
+    return await _generate(request, stream=None, listed=True)
+
+
+def _api_error(_: Request, error: ApiError) -> Response:
+    return Response(error_body(error), status_code=error.status_code, headers=error.headers)
+
+
+def _validation_error(_: Request, error: RequestValidationError) -> Response:
+    item = error.items[0] if error.items else None
+    where = ".".join(str(part) for part in item.loc[1:]) if item is not None else ""
+    message = f"{where}: {item.msg}" if item is not None and where else str(error)
+    return Response(TgiError(message, "validation"), status_code=422)
+
+
+def _http_error(_: Request, error: HTTPException) -> Response:
+    kind = "validation" if error.status_code < 500 else "generation"
+    return Response(TgiError(str(error.detail), kind), status_code=error.status_code, headers=error.headers)
+
+
+ROUTES = [Router("", route_handlers=[generate, generate_stream, compat_generate], exception_handlers={
+    ApiError: _api_error, RequestValidationError: _validation_error, HTTPException: _http_error})]
