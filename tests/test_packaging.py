@@ -201,3 +201,15 @@ def test_packaging_readme_covers_each_file():
     for name in ("install.sh", "install.ps1", "fireside.service", "dev.fireside.serve.plist",
                  "systemctl --user enable --now fireside", "launchctl bootstrap", "fireside doctor"):
         assert name in readme
+
+
+def test_the_wheel_carries_the_page(tmp_path):
+    """A pipx install is a wheel: the page's static files must be in it, beside the code."""
+    import zipfile
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                    str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    wheel, = tmp_path.glob("fireside-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"app/static/index.html", "app/static/page.js", "app/static/page.css"} <= names
+    assert "app/server/page.py" in names

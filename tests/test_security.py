@@ -357,3 +357,5 @@ def test_header_origin_and_path_helpers():
             normalize_origin(bad)
     assert is_open_path("/health") and is_open_path("/health/")
     assert not is_open_path("/v1/models") and not is_open_path("/metrics") and not is_open_path("/")
+    assert is_open_path("/", "GET") and is_open_path("/static/page.js", "GET")  # the page, not POST / (TGI)
+    assert not is_open_path("/v1/models", "GET") and not is_open_path("/static/page.js", "POST")

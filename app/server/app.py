@@ -21,6 +21,7 @@ from app.server.errors import ApiError, ErrorBody, ErrorResponse, RequestValidat
 from app.server.health import health
 from app.server.metrics import install_observability
 from app.server.openapi import openapi_document
+from app.server.page import ROUTES as PAGE_ROUTES
 from app.server.settings import ApiSettings
 from app.server.state import attach
 from backends.registry import ModelRegistry
@@ -57,8 +58,7 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> 
     settings = settings or ApiSettings()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
-                        *TGI_ROUTES,
-                        health, openapi],
+                        *TGI_ROUTES, *PAGE_ROUTES, health, openapi],
         exception_handlers={
             ApiError: _api_error,
             RequestValidationError: _validation_error,

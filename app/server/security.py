@@ -40,6 +40,10 @@ DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024
 # Paths answered without a key even when keys are set: the one place to extend (a liveness probe
 # must work without secrets). Everything else, /openapi.json and /metrics included, needs the key.
 OPEN_PATHS: frozenset[str] = frozenset({"/health"})
+# The page at `/` and its files hold no secret: a browser must load them to be asked for the key.
+# Only their GETs are open (`POST /` is TGI's generate route).
+OPEN_PAGE_PATHS: frozenset[str] = frozenset({"/"})
+OPEN_PAGE_PREFIX = "/static/"
 
 
 class SecurityConfigError(Exception):
@@ -133,7 +137,9 @@ def bearer_token(authorization: str | None) -> str | None:
     return token if scheme.lower() == "bearer" and token else None
 
 
-def is_open_path(path: str) -> bool:
+def is_open_path(path: str, method: str = "POST") -> bool:
+    if method in ("GET", "HEAD") and (path in OPEN_PAGE_PATHS or path.startswith(OPEN_PAGE_PREFIX)):
+        return True
     return (path.rstrip("/") or "/") in OPEN_PATHS
 
 
@@ -146,7 +152,7 @@ def api_key_guards(settings: SecuritySettings) -> list[Guard]:
     digests = settings.key_digests
 
     def require_api_key(connection: ASGIConnection, _: BaseRouteHandler) -> None:
-        if is_open_path(connection.scope["path"]):
+        if is_open_path(connection.scope["path"], connection.scope.get("method", "GET")):
             return
         # Anthropic's clients send the key as `x-api-key`; either header is accepted anywhere
         token = bearer_token(connection.headers.get("authorization")) or connection.headers.get("x-api-key") or None
