@@ -117,9 +117,9 @@ def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> Non
     call_without_server_error(case, server)
 
 
-def call_without_server_error(case: schemathesis.Case, server: RunningServer) -> None:
+def call_without_server_error(case: schemathesis.Case, server: RunningServer, prefix: str = "/inference") -> None:
     """Sends `case` and fails on no answer or a 5xx (with the request as a curl command)."""
-    base_url = f"{server.base_url}/inference"
+    base_url = f"{server.base_url}{prefix}"
     try:
         response = case.call(base_url=base_url, timeout=REQUEST_TIMEOUT)
     except requests.RequestException as exc:  # timeout, refused or dropped connection
@@ -188,3 +188,41 @@ def bound_retrieval_body(body: Any, served_model: str) -> None:
 def test_no_server_errors_on_embeddings_and_rerank(case: schemathesis.Case, server: RunningServer) -> None:
     bound_retrieval_body(case.body, server.model)
     call_without_server_error(case, server)
+
+
+# ------------------------------------------------------------------------------- TGI's /generate
+# The contract defines `TgiGenerateRequest` without a path; TGI serves it at `/generate` (no
+# `/inference` prefix), where schemathesis fuzzes it like the others.
+
+def _tgi_schema() -> dict[str, Any]:
+    document = _retrieval_schema()
+    body = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/TgiGenerateRequest"}}},
+            "required": True}
+    operation = {"post": {"operationId": "tgi_generate", "requestBody": body,
+                          "responses": {"200": {"description": "Successful Response"}}}}
+    return {**document, "paths": {"/generate": operation}}
+
+
+tgi_schema = schemathesis.openapi.from_dict(_tgi_schema(), config=CONFIG)
+
+
+def bound_tgi_body(body: Any, served_model: str) -> None:
+    """A short input and few new tokens, mostly aimed at the served model (in place)."""
+    if not isinstance(body, dict):
+        return
+    if zlib.crc32(json.dumps(body, sort_keys=True, default=repr).encode()) % 4:
+        body["model"] = served_model
+    if isinstance(body.get("inputs"), str):
+        body["inputs"] = body["inputs"][:MAX_TEXT]
+    parameters = body.get("parameters")
+    if parameters is None:  # absent or null: TGI's default would be 100 new tokens
+        body["parameters"] = parameters = {}
+    if isinstance(parameters, dict):
+        parameters["max_new_tokens"] = _lower(parameters.get("max_new_tokens") or MAX_TOKENS, MAX_TOKENS)
+
+
+@tgi_schema.parametrize()
+@hypothesis.settings(report_multiple_bugs=False)
+def test_no_server_errors_on_tgi(case: schemathesis.Case, server: RunningServer) -> None:
+    bound_tgi_body(case.body, server.model)
+    call_without_server_error(case, server, prefix="")
