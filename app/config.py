@@ -3,6 +3,7 @@
 ```toml
 max_loaded = 2              # models kept loaded at once (least recently used unloads first)
 memory_budget = "12GiB"     # bytes the loaded models may take together
+prompt_cache_disk = "1GiB"  # slots' prompt caches kept on disk across restarts ("0": none)
 
 [[models]]
 id = "qwen2.5-7b"                                  # the name requests use
@@ -79,6 +80,7 @@ class Config:
     models: tuple[ModelEntry, ...] = ()
     max_loaded: int | None = None
     memory_budget: int | None = None  # bytes
+    prompt_cache_disk: int | None = None  # bytes
 
     def find(self, name: str) -> ModelEntry | None:
         for entry in self.models:
@@ -181,7 +183,7 @@ def load_config(path: Path | None = None) -> Config:
         document = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
     except (OSError, TOMLKitError) as error:
         raise ConfigError(f"{path}: {error}") from None
-    unknown = sorted(set(document) - {"models", "max_loaded", "memory_budget"})
+    unknown = sorted(set(document) - {"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
     if unknown:
         raise ConfigError(f"{path}: unknown key {unknown[0]!r}")
     raw_models = document.get("models", [])
@@ -198,7 +200,11 @@ def load_config(path: Path | None = None) -> Config:
     if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int) or max_loaded < 1):
         raise ConfigError(f"{path}: max_loaded is 1 or more")
     budget = document.get("memory_budget")
-    return Config(path, models, max_loaded, parse_size(budget, f"{path}: memory_budget") if budget is not None else None)
+    disk = document.get("prompt_cache_disk")
+    if disk is not None:
+        disk = 0 if disk in (0, "0") else parse_size(disk, f"{path}: prompt_cache_disk")  # 0: keep none
+    return Config(path, models, max_loaded, parse_size(budget, f"{path}: memory_budget") if budget is not None else None,
+                  disk)
 
 
 def _document(path: Path) -> tomlkit.TOMLDocument:

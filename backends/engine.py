@@ -47,6 +47,13 @@ from backends.jobs import (
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.logprobs import LogprobComputer
 from backends.prefix import Slot, image_boundary
+from backends.prompt_store import (
+    PromptStore,
+    StoreOptions,
+    restore_slots,
+    slot_prompts,
+    store_key,
+)
 from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.stops import StopMatcher
@@ -83,6 +90,7 @@ class EngineOptions:
     batch_size: int = 512
     max_queue: int = 64
     embedding: EmbeddingOptions = EmbeddingOptions()
+    saved_prompts: StoreOptions | None = None  # keep the slots' caches on disk across restarts
 
 
 @dataclass(frozen=True)
@@ -199,6 +207,13 @@ class Engine:
             idle_seconds=cpu_idle_seconds() if options.adaptive_threads else None,
         )
         self._slots = [Slot(i) for i in range(options.parallel)]
+        self._store = None
+        if options.saved_prompts is not None:
+            self._store = PromptStore(options.saved_prompts,
+                                      store_key(model.path, params.n_ctx, options.parallel, llama_cpp.__version__))
+            restored = restore_slots(self._ctx, self._slots, self._store.load())
+            if restored:
+                log.info("%s: %d cached prompt tokens restored from %s", model.path.name, restored, self._store.path)
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
         self._logprobs = LogprobComputer(model.n_vocab)
         self._prompt_rows: list[tuple[_Sequence, int, int]] = []  # (sequence, batch row, prompt position)
@@ -252,6 +267,8 @@ class Engine:
         self._closing = True
         self._inbox.put(None)
         self._thread.join()
+        if self._store is not None:
+            self._store.save(slot_prompts(self._ctx, self._slots))
         self._embeddings.close()
         self._notices.put(None)
         self._notifier.join()

@@ -55,8 +55,12 @@ class RunningServer:
 
 
 def start_server(*args: str, timeout: float = 90.0) -> RunningServer:
-    """A `fireside serve` process with `args`, once its /health answers (killed if it never does)."""
+    """A `fireside serve` process with `args`, once its /health answers (killed if it never does).
+    Its prompt caches stay off the disk unless `args` say otherwise: servers of other tests must
+    not start with this one's cache."""
     port = free_port()
+    if "--prompt-cache-disk" not in args:
+        args = (*args, "--prompt-cache-disk", "0")
     process = subprocess.Popen(
         [str(FIRESIDE), "serve", "--port", str(port), *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -4,12 +4,15 @@ default) and serve them over HTTP."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
+import signal
 import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
+from app.locations import data_dir
 from app.media import MediaPolicy
 from app.server import security
 from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
@@ -17,8 +20,11 @@ from backends.embedder import Pooling
 from backends.engine import EngineOptions
 from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.llama_model import ModelLoadError, ModelOptions
+from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
 from backends.threads import physical_cores
+
+DEFAULT_PROMPT_CACHE_DISK = "1GiB"
 
 
 def _positive(value: str) -> int:
@@ -68,6 +74,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="models kept loaded at once; the least recently used idle one unloads first")
     serve.add_argument("--memory-budget", default=None, metavar="SIZE",
                        help="memory the loaded models may take together, e.g. 12GiB")
+    serve.add_argument("--prompt-cache-disk", default=None, metavar="SIZE",
+                       help="keep the slots' prompt caches on disk across restarts and unloads, at most SIZE in all "
+                            f"(default {DEFAULT_PROMPT_CACHE_DISK}; 0: keep none)")
     serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
@@ -146,6 +155,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
+        options = dataclasses.replace(options, saved_prompts=_saved_prompts(args.prompt_cache_disk, config))
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj),
             ModelOptions(), options,
@@ -176,10 +186,29 @@ def run(args: argparse.Namespace) -> int:
         config = uvicorn.Config(create_app(registry, settings), host=args.host, port=args.port,
                                 log_level="warning", timeout_graceful_shutdown=2)
         server = uvicorn.Server(config)
+        # uvicorn shuts down gracefully on SIGTERM and SIGINT, then raises the signal again: it
+        # must end in the `finally` below (the models close, their prompt caches are saved)
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, _stopped)
         server.run()
         return 0 if server.started else 1
     finally:
         registry.close()
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _saved_prompts(given: str | None, config: Config) -> StoreOptions | None:
+    """Where the slots' caches are kept across restarts, and how much of them (None: nowhere)."""
+    if given is not None:
+        size = 0 if given.strip() == "0" else parse_size(given, "--prompt-cache-disk")
+    elif config.prompt_cache_disk is not None:
+        size = config.prompt_cache_disk
+    else:
+        size = parse_size(DEFAULT_PROMPT_CACHE_DISK, "--prompt-cache-disk")
+    return StoreOptions(data_dir() / "prompt-cache", size) if size > 0 else None
 
 
 def _duration(seconds: float) -> str:

@@ -1,0 +1,128 @@
+"""Prompt caches kept on disk across restarts: what a model's slots held when it stopped (system
+prompts, tool lists, conversations), saved with their llama.cpp cache state at shutdown and on
+unload, and put back into the slots when the model loads again, so the first request after a
+restart prefills only what is new.
+
+One file per model and settings (`store_key`: the model file's path, size and modification time,
+the context size and llama.cpp's version), so a changed model file or other settings never reuse
+a cache. The folder is bounded: the least recently used files go first.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import llama_cpp
+import msgspec
+
+from backends.prefix import Slot
+
+log = logging.getLogger("fireside.engine")
+SUFFIX = ".prompts"
+
+
+class SavedPrompt(msgspec.Struct, array_like=True):
+    tokens: list[int]
+    shifts: list[tuple[int, int]]  # M-RoPE position shifts (see `backends.prefix.Slot`)
+    isolation: str | None  # the prompt cache isolation key it was made under
+    affinity: str | None
+    state: bytes  # llama.cpp's sequence state (`llama_state_seq_get_data`)
+
+
+@dataclass(frozen=True)
+class StoreOptions:
+    folder: Path
+    max_bytes: int  # all models' saved prompts together
+
+
+def store_key(model_path: Path, *settings: object) -> str:
+    """Names the cache of one model file (as it is now) under these settings."""
+    stat = model_path.stat()
+    text = "|".join(str(part) for part in (model_path.resolve(), stat.st_size, stat.st_mtime_ns, *settings))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+class PromptStore:
+    def __init__(self, options: StoreOptions, key: str):
+        self.options = options
+        self.path = options.folder / f"{key}{SUFFIX}"
+
+    def load(self) -> list[SavedPrompt]:
+        """What was saved for this model and settings (nothing when absent or unreadable)."""
+        try:
+            data = self.path.read_bytes()
+            os.utime(self.path)  # recently used: evicted last
+            return msgspec.msgpack.decode(data, type=list[SavedPrompt])
+        except FileNotFoundError:
+            return []
+        except (OSError, msgspec.DecodeError) as error:
+            log.warning("saved prompt cache %s is unreadable (%s); starting cold", self.path, error)
+            self.path.unlink(missing_ok=True)
+            return []
+
+    def save(self, prompts: list[SavedPrompt]) -> None:
+        """Replace this model's saved prompts (the first ones, as many as the bound allows), then
+        drop other models' least recently used files until the folder fits its bound."""
+        kept, size = [], 0
+        for prompt in prompts:
+            size += len(prompt.state) + 8 * len(prompt.tokens)
+            if size > self.options.max_bytes:
+                break
+            kept.append(prompt)
+        try:
+            self.options.folder.mkdir(parents=True, exist_ok=True)
+            if not kept:
+                self.path.unlink(missing_ok=True)
+                return
+            temporary = self.path.with_suffix(f".{os.getpid()}.tmp")
+            temporary.write_bytes(msgspec.msgpack.encode(kept))
+            os.replace(temporary, self.path)  # a reader never sees half a file
+            self._evict()
+        except OSError as error:
+            log.warning("cannot save the prompt cache to %s: %s", self.path, error)
+
+    def _evict(self) -> None:
+        files = sorted(self.options.folder.glob(f"*{SUFFIX}"), key=lambda f: f.stat().st_mtime, reverse=True)
+        total = 0
+        for file in files:
+            total += file.stat().st_size
+            if total > self.options.max_bytes and file != self.path:
+                file.unlink(missing_ok=True)
+
+
+MIN_SAVED_TOKENS = 32  # shorter caches cost less to prefill than to keep
+
+
+def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> list[SavedPrompt]:
+    """The slots' caches worth keeping, most recently used first."""
+    prompts = []
+    for slot in sorted(slots, key=lambda s: s.last_used, reverse=True):
+        if len(slot.tokens) < MIN_SAVED_TOKENS:
+            continue
+        size = llama_cpp.llama_state_seq_get_size(ctx, slot.id)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, slot.id)
+        if written:
+            prompts.append(SavedPrompt(list(slot.tokens), list(slot.shifts), slot.isolation, slot.affinity,
+                                       bytes(buffer)[:written]))
+    return prompts
+
+
+def restore_slots(ctx: llama_cpp.llama_context_p, slots: list[Slot], prompts: list[SavedPrompt]) -> int:
+    """Put saved caches back into empty slots; returns the tokens restored."""
+    memory = llama_cpp.llama_get_memory(ctx)
+    restored = 0
+    for slot, saved in zip(slots, prompts):
+        buffer = (ctypes.c_uint8 * len(saved.state)).from_buffer_copy(saved.state)
+        if not llama_cpp.llama_state_seq_set_data(ctx, buffer, len(saved.state), slot.id):
+            llama_cpp.llama_memory_seq_rm(memory, slot.id, -1, -1)  # whatever half went in
+            continue
+        slot.tokens, slot.shifts = list(saved.tokens), [tuple(shift) for shift in saved.shifts]
+        slot.isolation, slot.affinity = saved.isolation, saved.affinity
+        restored += len(saved.tokens)
+    return restored
