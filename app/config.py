@@ -11,6 +11,7 @@ file = "Qwen/Qwen2.5-7B-Instruct-GGUF/qwen2.5-7b-instruct-q4_k_m.gguf"  # under 
 aliases = ["qwen"]
 context_size = 8192        # tokens per request (0: the model's own, at most 4096)
 gpu_layers = "auto"        # a number, -1 for all, or "auto": as many as fit
+cache_type = "q8_0"        # the KV cache's element type: f16 (default), q8_0 or q4_0 (less memory)
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
 keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1": never)
 mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
@@ -38,6 +39,7 @@ from tomlkit.exceptions import TOMLKitError
 
 from app import sizes
 from app.locations import config_file, models_dir
+from backends.kv_cache import CACHE_TYPES
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
 FOREVER = float("inf")
@@ -68,6 +70,7 @@ class ModelEntry:
     sampling: dict[str, Any] = field(default_factory=dict)
     mmproj: Path | None = None
     pooling: str | None = None  # a `backends.embedder.Pooling` name
+    cache_type: str | None = None  # the KV cache's element type; None: --cache-type
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -139,7 +142,7 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
     known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj",
-             "pooling"}
+             "pooling", "cache_type"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -155,6 +158,9 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     pooling = raw.get("pooling")
     if pooling is not None and pooling not in POOLINGS:
         raise ConfigError(f"{where}: pooling is one of {', '.join(POOLINGS)}, got {pooling!r}")
+    cache_type = raw.get("cache_type")
+    if cache_type is not None and cache_type not in CACHE_TYPES:
+        raise ConfigError(f"{where}: cache_type is one of {', '.join(CACHE_TYPES)}, got {cache_type!r}")
     sampling = dict(raw.get("sampling", {}))
     unknown = sorted(set(sampling) - SAMPLING_FIELDS)
     if unknown:
@@ -171,6 +177,7 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
         sampling=sampling,
         mmproj=_path(raw["mmproj"], models_dir(), f"{where}.mmproj") if "mmproj" in raw else None,
         pooling=pooling,
+        cache_type=cache_type,
     )
 
 

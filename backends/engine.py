@@ -44,6 +44,7 @@ from backends.jobs import (
     TextDelta,
     TokenLogprob,
 )
+from backends.kv_cache import DEFAULT_CACHE_TYPE, ggml_type
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.logprobs import LogprobComputer
 from backends.prefix import Slot, image_boundary
@@ -91,6 +92,7 @@ class EngineOptions:
     max_queue: int = 64
     embedding: EmbeddingOptions = EmbeddingOptions()
     saved_prompts: StoreOptions | None = None  # keep the slots' caches on disk across restarts
+    cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.kv_cache.CACHE_TYPES`)
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,7 @@ class EngineLoad:
     busy_slots: int
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started yet
+    kv_used: int = 0  # cache positions the slots hold (running and kept for reuse)
 
 
 @dataclass(eq=False)
@@ -192,6 +195,7 @@ class Engine:
         params.n_threads = options.threads
         params.n_threads_batch = options.threads
         params.kv_unified = False  # each sequence its own ctx_size window, attention over it alone
+        params.type_k = params.type_v = ggml_type(options.cache_type)
         params.no_perf = True
         self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
         if not self._ctx:
@@ -259,6 +263,7 @@ class Engine:
             busy_slots=len(self._active),
             queued_choices=len(self._waiting),
             queued_requests=self._queued_requests,
+            kv_used=sum(len(slot.tokens) for slot in self._slots),
         )
 
     def close(self) -> None:

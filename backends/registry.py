@@ -83,6 +83,7 @@ class ModelSpec:
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)
     pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
     mmproj: Path | None = None  # the multimodal projector that lets it read images
+    cache_type: str | None = None  # the KV cache's element type; None: the engine options'
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
 
     @property
@@ -347,6 +348,8 @@ class ModelRegistry:
             ctx_size = spec.ctx_size or self.engine_options.ctx_size or min(model.n_ctx_train or DEFAULT_CTX,
                                                                             DEFAULT_CTX)
             options = dataclasses.replace(self.engine_options, ctx_size=ctx_size)
+            if spec.cache_type is not None:
+                options = dataclasses.replace(options, cache_type=spec.cache_type)
             if spec.pooling is not None:
                 options = dataclasses.replace(options, embedding=dataclasses.replace(options.embedding,
                                                                                      pooling=spec.pooling))

@@ -43,6 +43,12 @@ class PortInfo(msgspec.Struct):
     error: str | None = None  # why it is not free
 
 
+class KvUse(msgspec.Struct):
+    model: str
+    used_bytes: int  # what the slots hold: running requests and prefixes kept for reuse
+    total_bytes: int  # allocated for all slots
+
+
 class DoctorReport(msgspec.Struct):
     fireside_version: str
     python_version: str
@@ -62,6 +68,7 @@ class DoctorReport(msgspec.Struct):
     default_model: str | None  # the embedded SmolLM2 GGUF, when fireside[default-model] is installed
     port: PortInfo
     hints: list[str]
+    kv_cache: list[KvUse] = []  # of the server on the port, when one answers there (its /metrics)
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -145,6 +152,28 @@ def port_status(host: str, port: int) -> PortInfo:
     return PortInfo(host, port, True)
 
 
+def serving_kv(host: str, port: int) -> list[KvUse]:
+    """The KV cache of each model a Fireside server on host:port has loaded (nothing when none
+    answers, or it wants a key)."""
+    import httpx
+
+    try:
+        response = httpx.get(f"http://{host}:{port}/metrics", timeout=2)
+    except httpx.HTTPError:
+        return []
+    if response.status_code != 200:
+        return []
+    values: dict[str, dict[str, int]] = {}
+    for line in response.text.splitlines():
+        for name in ("fireside_kv_cache_used_bytes", "fireside_kv_cache_bytes"):
+            prefix = f'{name}{{model="'
+            if line.startswith(prefix):
+                model, _, value = line[len(prefix):].partition('"} ')
+                values.setdefault(model, {})[name] = int(float(value))
+    return [KvUse(model, found.get("fireside_kv_cache_used_bytes", 0), found.get("fireside_kv_cache_bytes", 0))
+            for model, found in values.items()]
+
+
 def _config() -> tuple[PathInfo, PathInfo, int | None, list[str], str | None]:
     from app.config import ConfigError, load_config
     from app.locations import config_file, models_dir
@@ -202,6 +231,8 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
         config_error=error,
         default_model=_default_model(), port=port_status(host, port), hints=[],
     )
+    if not report.port.free:
+        report.kv_cache = serving_kv(host, port)
     report.hints = hints(report)
     return report
 
@@ -241,5 +272,8 @@ def render_text(report: DoctorReport) -> str:
         f"port {report.port.port} on {report.port.host}: "
         + ("free" if report.port.free else f"in use ({report.port.error})"),
     ]
+    for use in report.kv_cache:
+        lines.append(f"  KV cache of {use.model}: {use.used_bytes / (1 << 20):.1f} MiB held of "
+                     f"{use.total_bytes / (1 << 20):.1f} MiB")
     lines += [f"hint: {hint}" for hint in report.hints]
     return "\n".join(lines)

@@ -19,6 +19,7 @@ from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
 from backends.embedder import Pooling
 from backends.engine import EngineOptions
 from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
+from backends.kv_cache import CACHE_TYPES, DEFAULT_CACHE_TYPE, engine_kv
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path
@@ -77,6 +78,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--prompt-cache-disk", default=None, metavar="SIZE",
                        help="keep the slots' prompt caches on disk across restarts and unloads, at most SIZE in all "
                             f"(default {DEFAULT_PROMPT_CACHE_DISK}; 0: keep none)")
+    serve.add_argument("--cache-type", choices=list(CACHE_TYPES), default=DEFAULT_CACHE_TYPE,
+                       help="the KV cache's element type: q8_0 takes about half of f16's memory, q4_0 about a "
+                            "quarter, each with a small loss of quality (see tests/bench/bench_kv_cache.py)")
     serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
@@ -126,13 +130,13 @@ def _configured_spec(entry: ModelEntry) -> ModelSpec:
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     eager=False)
+                     cache_type=entry.cache_type, eager=False)
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
-        threads=args.threads or physical_cores(), adaptive_threads=args.threads is None,
+        threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
     )
 
 
@@ -168,8 +172,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     try:
         for served in registry:
+            whole, _ = engine_kv(served.engine)
             print(f"serving {served.id} from {served.path} "
                   f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, "
+                  f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
                   f"threads: {served.engine.threads.describe()})")
         for spec, served, _ in registry.specs():
             if served is None:

@@ -16,6 +16,7 @@ class ModelHealth(msgspec.Struct):
     busy_slots: int
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started (bounded by --max-queue)
+    kv_used: int  # cache positions the slots hold (running requests and prefixes kept for reuse)
 
 
 class Health(msgspec.Struct):

@@ -14,7 +14,8 @@ Metrics (labels in braces):
 - `fireside_time_to_first_token_seconds{model}` histogram
 - `fireside_decode_tokens_per_second{model}` histogram, tokens after each choice's first one
 - `fireside_queue_depth{model}` requests waiting for a slot, `fireside_slots_busy{model}`,
-  `fireside_slots_total{model}`, `fireside_models_loaded`, `fireside_model_loaded{model}` gauges
+  `fireside_slots_total{model}`, `fireside_models_loaded`, `fireside_model_loaded{model}`,
+  `fireside_kv_cache_bytes{model}` and `fireside_kv_cache_used_bytes{model}` gauges
 - `fireside_prefix_cache_hit_ratio{model}` gauge: cached / prompt tokens since start (the two
   counters above give it over any window: `rate(cached) / rate(prompt)`)
 """
@@ -37,6 +38,7 @@ from app.server.request_log import (
     open_record,
     request_id,
 )
+from backends.kv_cache import engine_kv
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -70,6 +72,10 @@ class EngineCollector(Collector):
         busy = GaugeMetricFamily("fireside_slots_busy", "Slots decoding a request", labels=["model"])
         total = GaugeMetricFamily("fireside_slots_total", "Slots (sequences decoded together)", labels=["model"])
         loaded = GaugeMetricFamily("fireside_model_loaded", "1 for each loaded model", labels=["model"])
+        kv_used = GaugeMetricFamily("fireside_kv_cache_used_bytes",
+                                    "KV cache the slots hold (running requests and prefixes kept for reuse)",
+                                    labels=["model"])
+        kv_total = GaugeMetricFamily("fireside_kv_cache_bytes", "KV cache allocated for all slots", labels=["model"])
         models = self._models()
         for served in models:
             load = served.engine.load()
@@ -77,7 +83,10 @@ class EngineCollector(Collector):
             busy.add_metric([served.id], load.busy_slots)
             total.add_metric([served.id], load.slots)
             loaded.add_metric([served.id], 1)
-        yield from (queue, busy, total, loaded)
+            whole, used = engine_kv(served.engine)
+            kv_total.add_metric([served.id], whole.bytes)
+            kv_used.add_metric([served.id], used.bytes)
+        yield from (queue, busy, total, loaded, kv_total, kv_used)
         yield GaugeMetricFamily("fireside_models_loaded", "Models loaded now", value=len(models))
         ratio = GaugeMetricFamily("fireside_prefix_cache_hit_ratio",
                                   "Prompt tokens served from the prefix cache / prompt tokens, since start",

@@ -1,0 +1,56 @@
+"""The KV cache's element type (`--cache-type`) and its size: what the slots' caches take in
+memory, for the context's parameters, `fireside doctor` and `/metrics`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import llama_cpp
+
+from backends.llama_model import LlamaModel
+
+# llama.cpp's ggml types for the cache, and the bytes each stored value takes: f16 is 2 bytes,
+# q8_0 a block of 32 values in 34 bytes, q4_0 32 values in 18
+CACHE_TYPES = {"f16": (llama_cpp.GGML_TYPE_F16, 2.0), "q8_0": (llama_cpp.GGML_TYPE_Q8_0, 34 / 32),
+               "q4_0": (llama_cpp.GGML_TYPE_Q4_0, 18 / 32)}
+DEFAULT_CACHE_TYPE = "f16"
+
+
+def ggml_type(cache_type: str) -> int:
+    return CACHE_TYPES[cache_type][0]
+
+
+@dataclass(frozen=True)
+class KvSize:
+    cells: int  # token positions the cache holds, over all slots
+    bytes_per_cell: float
+
+    @property
+    def bytes(self) -> int:
+        return round(self.cells * self.bytes_per_cell)
+
+
+def kv_size(model: LlamaModel, cells: int, cache_type: str) -> KvSize:
+    """The cache's size for `cells` positions: keys and values of every layer's KV heads."""
+    handle = model.handle
+    layers = llama_cpp.llama_model_n_layer(handle)
+    heads, kv_heads = llama_cpp.llama_model_n_head(handle), llama_cpp.llama_model_n_head_kv(handle)
+    head_dim = llama_cpp.llama_model_n_embd(handle) // max(heads, 1)
+    values_per_cell = 2 * layers * kv_heads * head_dim  # a key and a value per head and layer
+    return KvSize(cells, values_per_cell * CACHE_TYPES[cache_type][1])
+
+
+class _Engine(Protocol):  # what `engine_kv` reads of `backends.engine.Engine`
+    model: LlamaModel
+    ctx_size: int
+    options: Any
+
+    def load(self) -> Any: ...
+
+
+def engine_kv(engine: _Engine) -> tuple[KvSize, KvSize]:
+    """An engine's whole cache (every slot's window) and the part its slots hold now."""
+    options = engine.options
+    per_cell = kv_size(engine.model, 1, options.cache_type).bytes_per_cell
+    return (KvSize(engine.ctx_size * options.parallel, per_cell), KvSize(engine.load().kv_used, per_cell))
