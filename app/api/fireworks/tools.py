@@ -19,15 +19,19 @@ from app.server.errors import BadRequest
 
 def tool_plan(request: ChatCompletionRequest) -> ToolPlan | None:
     """The plan, or None when the request has no tools. 400 for what contradicts itself."""
-    tools = _tools(request)
-    choice = _choice(request)
+    return plan_tools(_tools(request), _choice(request), request.parallel_tool_calls)
+
+
+def plan_tools(tools: list[dict[str, Any]], choice: Any, parallel_tool_calls: bool | None) -> ToolPlan | None:
+    """OpenAI-shaped function tools and a `tool_choice` (a mode, or a `FunctionSelection` /
+    `AllowedToolsSelection`) as a plan; shared with the Responses API."""
     if not tools:
         if choice not in ("auto", "none"):
             raise BadRequest("tool_choice needs `tools`", param="tool_choice")
         return None
     names = [tool["function"]["name"] for tool in tools]
     ToolPlan.check_names(names)
-    parallel = request.parallel_tool_calls is not False
+    parallel = parallel_tool_calls is not False
     if choice in ("auto", "none"):
         return ToolPlan(tools, choice, tuple(names), parallel)
     if choice in ("required", "any"):
