@@ -36,8 +36,11 @@ def kv_size(model: LlamaModel, cells: int, cache_type: str) -> KvSize:
     handle = model.handle
     layers = llama_cpp.llama_model_n_layer(handle)
     heads, kv_heads = llama_cpp.llama_model_n_head(handle), llama_cpp.llama_model_n_head_kv(handle)
-    head_dim = llama_cpp.llama_model_n_embd(handle) // max(heads, 1)
-    values_per_cell = 2 * layers * kv_heads * head_dim  # a key and a value per head and layer
+    # a head's key and value widths: the GGUF's own where it states them (Gemma 3: 256, not n_embd / n_head)
+    arch = model.metadata("general.architecture")
+    default = llama_cpp.llama_model_n_embd(handle) // max(heads, 1)
+    key, value = (int(model.metadata(f"{arch}.attention.{name}_length") or default) for name in ("key", "value"))
+    values_per_cell = layers * kv_heads * (key + value)
     return KvSize(cells, values_per_cell * CACHE_TYPES[cache_type][1])
 
 
