@@ -22,9 +22,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backends.registry import default_model_path  # noqa: E402
-from tests.bench.bench_engine import Server, running  # noqa: E402
-from tests.conftest import FIRESIDE, free_port  # noqa: E402
+from backends.registry import default_model_path
+from tests.bench.bench_engine import Server, running
+from tests.conftest import FIRESIDE, free_port
 
 TYPES = ("f16", "q8_0", "q4_0")
 
