@@ -9,7 +9,7 @@ from __future__ import annotations
 
 
 class StopMatcher:
-    __slots__ = ("_stops", "_held", "_longest", "matched")
+    __slots__ = ("_held", "_longest", "_stops", "matched")
 
     def __init__(self, stops: tuple[str, ...]):
         self._stops = tuple(s for s in stops if s)

@@ -157,3 +157,5 @@ def decode_body(body: bytes, request_type: type[T]) -> T:
         return decoder.decode(body)
     except msgspec.MsgspecError as error:
         raise from_msgspec(error) from None
+    except RecursionError:
+        raise RequestValidationError.at([], "Request body is nested too deeply", "json_invalid") from None

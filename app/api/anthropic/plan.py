@@ -1,0 +1,125 @@
+"""Messages API bodies turned into the one request plan (DESIGN step 2), with the checks of
+meaning a schema cannot carry (400, naming the field)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from app.api.anthropic.messages import template_messages
+from app.api.anthropic.tools import tool_plan
+from app.api.anthropic.wire import (
+    CountTokensRequest,
+    MessagesRequest,
+    Thinking,
+    ThinkingAdaptive,
+    ThinkingDisabled,
+    ThinkingEnabled,
+)
+from app.plan import (
+    Caller,
+    Conversation,
+    ImageRef,
+    RequestPlan,
+    ResponseFormat,
+    Sampling,
+    StreamPlan,
+)
+from app.server.errors import BadRequest
+from backends.jobs import CacheKeys
+from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+
+# Request fields that need Anthropic's own servers; named in the 400 when given.
+_REFUSED = {
+    "mcp_servers": "MCP servers are connected by Anthropic's API; run the MCP client on your side",
+    "context_management": "context editing is done by Anthropic's API",
+    "container": "code-execution containers run on Anthropic's side",
+    "inference_geo": "inference runs on this machine",
+    "diagnostics": "prompt-cache diagnostics are not kept",
+}
+
+
+@dataclass(frozen=True)
+class _ThinkingConfig:
+    """A `thinking` variant with the attributes `normalize_reasoning` reads."""
+
+    type: str
+    budget_tokens: int | None = None
+    keep: None = None
+    budget_end_str: None = None
+    effort: None = None
+
+
+def _thinking(thinking: Thinking | None) -> _ThinkingConfig | None:
+    if thinking is None:
+        return None
+    if isinstance(thinking, (ThinkingEnabled, ThinkingAdaptive)) and thinking.display == "omitted":
+        raise BadRequest("thinking.display 'omitted' is not supported: a thinking block must carry its text to "
+                         "be sent back", param="thinking")
+    if isinstance(thinking, ThinkingEnabled):
+        return _ThinkingConfig("enabled", thinking.budget_tokens)
+    return _ThinkingConfig("disabled" if isinstance(thinking, ThinkingDisabled) else "adaptive")
+
+
+def reasoning(request: CountTokensRequest) -> ReasoningRequest | None:
+    """`thinking` (and `output_config.effort`) mapped exactly as the chat endpoint maps its own
+    `thinking` and `reasoning_effort`. Neither given: the model's own default."""
+    effort = request.output_config.effort if request.output_config is not None else None
+    thinking = _thinking(request.thinking)
+    if thinking is None and effort is None:
+        return None
+    try:
+        normalized = normalize_reasoning(effort, thinking, None)
+    except ReasoningError as error:
+        raise BadRequest(str(error), param=_param(error.param)) from None
+    return replace(normalized, param=_param(normalized.param))
+
+
+def _param(param: str) -> str:
+    return "output_config.effort" if param == "reasoning_effort" else param
+
+
+def _refuse_unsupported(request: CountTokensRequest) -> None:
+    for name, why in _REFUSED.items():
+        if getattr(request, name, None) is not None:
+            raise BadRequest(f"{name} is not supported by this server: {why}", param=name)
+    if isinstance(request, MessagesRequest) and request.speed == "fast":
+        raise BadRequest("speed 'fast' is not available: this server has one speed", param="speed")
+
+
+def conversation(request: CountTokensRequest) -> Conversation:
+    images: list[ImageRef] = []
+    messages = template_messages(request.system, request.messages, images)
+    return Conversation(messages=messages, tools=tool_plan(request.tools, request.tool_choice), images=tuple(images))
+
+
+def _response_format(request: CountTokensRequest) -> ResponseFormat | None:
+    config = request.output_config
+    if config is None or config.format is None:
+        return None
+    return ResponseFormat("json_schema", schema=config.format.schema)
+
+
+def count_plan(request: CountTokensRequest) -> RequestPlan:
+    """What `count_tokens` renders: the same prompt a create with these fields would."""
+    _refuse_unsupported(request)
+    return RequestPlan(model=request.model, input=conversation(request), max_tokens=1,
+                       response_format=_response_format(request), reasoning=reasoning(request))
+
+
+def messages_plan(request: MessagesRequest) -> RequestPlan:
+    """`POST /v1/messages` as a plan."""
+    _refuse_unsupported(request)
+    user = request.metadata.user_id if request.metadata is not None else None
+    return RequestPlan(
+        model=request.model,
+        input=conversation(request),
+        max_tokens=request.max_tokens,
+        sampling=Sampling(temperature=request.temperature, top_k=request.top_k, top_p=request.top_p),
+        stop=tuple(request.stop_sequences) if request.stop_sequences is not None else None,
+        response_format=_response_format(request),
+        reasoning=reasoning(request),
+        cache=CacheKeys(affinity=user),  # one user's requests go to the slot holding their prefix
+        # message_delta carries the usage: no separate usage chunk
+        stream=StreamPlan(include_usage=False) if request.stream else None,
+        caller=Caller(user=user),
+    )
