@@ -39,7 +39,9 @@ from tomlkit.exceptions import TOMLKitError
 
 from app import sizes
 from app.locations import config_file, models_dir
+from backends.embedder import Pooling
 from backends.kv_cache import CACHE_TYPES
+from backends.registry import ModelSpec
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
 FOREVER = float("inf")
@@ -265,3 +267,11 @@ def _relative(path: Path, base: Path) -> str:
         return path.relative_to(base).as_posix()
     except ValueError:
         return str(path)
+
+
+def served_spec(entry: ModelEntry) -> ModelSpec:
+    """A configured model as the registry serves it: loaded on first use."""
+    return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
+                     gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
+                     pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
+                     cache_type=entry.cache_type, eager=False)

@@ -108,6 +108,7 @@ class _Entry:
         self.loading: asyncio.Task[None] | None = None  # making room for it, then loading it
         self._size: int | None = None
         self.created = int(time.time())
+        self.keep_alive = spec.keep_alive  # a request may change it until the model unloads (Ollama's keep_alive)
 
     @property
     def loaded(self) -> bool:
@@ -245,7 +246,7 @@ class ModelRegistry:
         self._after_use(entry)
 
     def _after_use(self, entry: _Entry) -> None:
-        if entry.idle and entry.spec.keep_alive <= 0:
+        if entry.idle and entry.keep_alive <= 0:
             self._start_unload(entry)
         self._wake()
 
@@ -306,6 +307,7 @@ class ModelRegistry:
             return
         busy = entry.busy = asyncio.get_running_loop().create_future()
         entry.served = None  # from here on it is closing, even if this task is cancelled mid-way
+        entry.keep_alive = entry.spec.keep_alive  # a request's keep-alive lasted as long as this load
         try:
             await asyncio.to_thread(_close, served)
             log.info("unloaded %s", entry.spec.id)
@@ -320,7 +322,7 @@ class ModelRegistry:
             await asyncio.sleep(REAP_EVERY)
             now = self._clock()
             for entry in list(self._entries.values()):
-                if entry.idle and now - entry.last_used >= entry.spec.keep_alive:
+                if entry.idle and now - entry.last_used >= entry.keep_alive:
                     await self._unload(entry)
 
     async def start(self) -> None:
@@ -334,6 +336,80 @@ class ModelRegistry:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reaper
             self._reaper = None
+
+    # ---- keep-alive, unloading and registering at run time (Ollama's API) ---------------------
+
+    def keep_alive(self, name: str, seconds: float) -> None:
+        """Keep `name` loaded for `seconds` after its last use, until it next unloads (0: unload as
+        soon as no request uses it; FOREVER: never)."""
+        entry = self._find(name)
+        if entry is None:
+            return
+        entry.keep_alive = seconds
+        if seconds < FOREVER:
+            self._start_reaper()
+        self._after_use(entry)
+
+    def _start_reaper(self) -> None:
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap())
+
+    async def unload(self, name: str) -> None:
+        """Unload `name` now if no request uses it (else it unloads after them, by its keep-alive)."""
+        entry = self._find(name)
+        if entry is None:
+            return
+        if entry.busy is not None:
+            await asyncio.shield(entry.busy)
+        if entry.idle:
+            await self._unload(entry)
+        elif entry.served is not None:
+            entry.keep_alive = 0  # it unloads when its requests are done
+
+    def expires_at(self, name: str) -> float | None:
+        """When (on this registry's clock) `name` unloads if nobody uses it; None: never, or not loaded."""
+        entry = self._find(name)
+        if entry is None or entry.served is None or entry.keep_alive >= FOREVER:
+            return None
+        return entry.last_used + entry.keep_alive
+
+    def add(self, spec: ModelSpec) -> None:
+        """Serve another model (loaded on first use); a model of the same id that is not loaded is
+        replaced (a pull that updates it)."""
+        old = self._entries.get(spec.id)
+        if old is not None and old.spec == spec:
+            return  # already served as it is
+        if old is not None and (old.loaded or old.busy is not None or old.users):
+            raise ModelLoadError(f"{spec.id} is loaded; unload it before replacing it")
+        for name in spec.names:
+            other = self._by_name.get(name)
+            if other is not None and other is not old:
+                raise ModelLoadError(f"two models would be served as {name!r}: give each another id or alias")
+        if old is not None:
+            self._forget(old)
+        entry = self._entries[spec.id] = _Entry(spec)
+        for name in spec.names:
+            self._by_name[name] = entry
+        if spec.keep_alive < FOREVER:
+            self._start_reaper()
+
+    async def remove(self, name: str) -> ModelSpec | None:
+        """Stop serving `name` (unloading it first; None: unknown). A model in use is refused."""
+        entry = self._find(name)
+        if entry is None:
+            return None
+        if entry.users or entry.waiting or entry.loading is not None:
+            raise ModelLoadError(f"{entry.spec.id} is in use; try again when its requests are done")
+        if entry.busy is not None:
+            await asyncio.shield(entry.busy)
+        await self._unload(entry)
+        self._forget(entry)
+        return entry.spec
+
+    def _forget(self, entry: _Entry) -> None:
+        del self._entries[entry.spec.id]
+        for name in [n for n, e in self._by_name.items() if e is entry]:
+            del self._by_name[name]
 
     # ---- loading ------------------------------------------------------------------------------
 

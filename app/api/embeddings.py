@@ -36,6 +36,7 @@ from app.server.state import request_context
 from app.usage import RequestClock, UsageCounter
 from backends.embedder import EmbeddingError, Pooling, declared_pooling
 from backends.jobs import Embedded, EmbeddingJob, JobFailed
+from backends.registry import Lease
 
 
 class EmbeddingRequest(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
@@ -88,6 +89,7 @@ class EmbeddingPlan:
     base64: bool
     perf_in_body: bool
     user: str | None
+    truncate: bool = False  # cut each input to what the model embeds at once (else a 400 says it is too long)
 
 
 def embedding_plan(request: EmbeddingRequest) -> EmbeddingPlan:
@@ -126,6 +128,40 @@ def shape_vector(vector: np.ndarray, plan: EmbeddingPlan) -> np.ndarray:
     return np.asarray(vector, dtype=np.float32)
 
 
+async def embed_on(lease: Lease, plan: EmbeddingPlan) -> tuple[list[np.ndarray], int]:
+    """The plan's vectors, shaped as asked (`shape_vector`), and the prompt tokens they took, on a
+    model the caller holds a lease on (other dialects' embedding routes share this path)."""
+    model = lease.served.model
+    if declared_pooling(model) == Pooling.rank and plan.logits is None:
+        raise BadRequest(f"{plan.model} is a cross-encoder: it scores (query, document) pairs and has no "
+                         "embedding; use /v1/rerank, or return_logits for its class scores", param="model")
+    items = plan.inputs
+    if plan.prompt_template is not None:
+        items = tuple(await asyncio.to_thread(format_objects, plan.prompt_template, list(items), model,
+                                              lease.served.engine.embedding_input_limit))
+    inputs = []
+    for i, item in enumerate(items):
+        tokens = (tuple(model.tokenize(item, add_special=True, parse_special=False)) if isinstance(item, str)
+                  else item)
+        if any(t < 0 or t >= model.n_vocab for t in tokens):
+            raise BadRequest(f"input[{i}] holds a token id outside the vocabulary (0 to {model.n_vocab - 1})",
+                             param="input")
+        if plan.truncate:
+            tokens = tokens[:lease.served.engine.embedding_input_limit]
+        inputs.append(tokens)
+    handle = submit(lease.served, EmbeddingJob(tuple(inputs), plan.logits))
+    vectors: dict[int, np.ndarray] = {}
+    async for event in handle.events():
+        if isinstance(event, Embedded):
+            vectors[event.choice] = event.vector
+        elif isinstance(event, JobFailed):
+            error = event.error
+            if isinstance(error, EmbeddingError | ValueError):
+                raise BadRequest(str(error), param=getattr(error, "param", "input"))
+            raise EngineFailure(f"embedding failed: {error}")
+    return [shape_vector(vectors[index], plan) for index in range(len(inputs))], sum(map(len, inputs))
+
+
 async def create_embeddings(request: Request) -> Response:
     context = request_context(request)
     wire = decode_body(await request.body(), EmbeddingRequest)
@@ -134,40 +170,13 @@ async def create_embeddings(request: Request) -> Response:
     lease = await acquire_model(context.registry, plan.model)
     try:
         note_caller(plan.user, None)
-        model = lease.served.model
-        if declared_pooling(model) == Pooling.rank and plan.logits is None:
-            raise BadRequest(f"{plan.model} is a cross-encoder: it scores (query, document) pairs and has no "
-                             "embedding; use /v1/rerank, or return_logits for its class scores", param="model")
-        items = plan.inputs
-        if plan.prompt_template is not None:
-            items = tuple(await asyncio.to_thread(format_objects, plan.prompt_template, list(items), model,
-                                                  lease.served.engine.embedding_input_limit))
-        inputs = []
-        for i, item in enumerate(items):
-            tokens = (tuple(model.tokenize(item, add_special=True, parse_special=False)) if isinstance(item, str)
-                      else item)
-            if any(t < 0 or t >= model.n_vocab for t in tokens):
-                raise BadRequest(f"input[{i}] holds a token id outside the vocabulary (0 to {model.n_vocab - 1})",
-                                 param="input")
-            inputs.append(tokens)
-        handle = submit(lease.served, EmbeddingJob(tuple(inputs), plan.logits))
-        vectors: dict[int, np.ndarray] = {}
-        async for event in handle.events():
-            if isinstance(event, Embedded):
-                vectors[event.choice] = event.vector
-            elif isinstance(event, JobFailed):
-                error = event.error
-                if isinstance(error, EmbeddingError | ValueError):
-                    raise BadRequest(str(error), param=getattr(error, "param", "input"))
-                raise EngineFailure(f"embedding failed: {error}")
+        vectors, prompt_tokens = await embed_on(lease, plan)
     finally:
         lease.release()
     clock.finish()
-    prompt_tokens = sum(len(tokens) for tokens in inputs)
     track(UsageCounter(1, prompt_tokens=prompt_tokens), clock)  # the request log line's token counts
     data = []
-    for index in range(len(inputs)):
-        vector = shape_vector(vectors[index], plan)
+    for index, vector in enumerate(vectors):
         encoded: list[float] | str = (base64.b64encode(vector.tobytes()).decode() if plan.base64
                                       else vector.tolist())
         data.append(EmbeddingData(index, encoded))

@@ -260,12 +260,13 @@ def repo_folder(repo_id: str) -> Path:
     return models_dir() / repo_id
 
 
-def download(repo_id: str, file: RemoteFile, commit: str, token: str | None) -> Path:
+def download(repo_id: str, file: RemoteFile, commit: str, token: str | None, progress: Any = None) -> Path:
     """One file through huggingface_hub, pinned to the commit the listing came from, so that all
-    parts of a split model come from the same commit."""
+    parts of a split model come from the same commit. `progress`: a tqdm class for the bar."""
     from huggingface_hub import hf_hub_download
 
-    hf_hub_download(repo_id, file.path, revision=commit, local_dir=repo_folder(repo_id), token=token)
+    hf_hub_download(repo_id, file.path, revision=commit, local_dir=repo_folder(repo_id), token=token,
+                    tqdm_class=progress)
     # Not the returned path: that one is resolved (symlinks followed), and the config should keep
     # the short path relative to the models folder.
     return repo_folder(repo_id) / file.path

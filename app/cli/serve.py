@@ -11,12 +11,18 @@ import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
-from app.config import Config, ConfigError, ModelEntry, load_config, parse_size
+from app.config import (
+    Config,
+    ConfigError,
+    ModelEntry,
+    load_config,
+    parse_size,
+    served_spec,
+)
 from app.locations import data_dir
 from app.media import MediaPolicy
 from app.server import security
 from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
-from backends.embedder import Pooling
 from backends.engine import EngineOptions
 from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
 from backends.kv_cache import CACHE_TYPES, DEFAULT_CACHE_TYPE, engine_kv
@@ -127,10 +133,7 @@ def model_specs(paths: list[Path], aliases: list[str | None],
 def _configured_spec(entry: ModelEntry) -> ModelSpec:
     if entry.chat_template is not None and not entry.chat_template.is_file():
         raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
-    return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
-                     gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
-                     pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, eager=False)
+    return served_spec(entry)
 
 
 def engine_options(args: argparse.Namespace) -> EngineOptions:

@@ -13,6 +13,7 @@ from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 from app.api.anthropic.routes import ROUTES as ANTHROPIC_ROUTES
 from app.api.embeddings import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
+from app.api.ollama.routes import ROUTES as OLLAMA_ROUTES
 from app.api.rerank import ROUTES as RERANK_ROUTES
 from app.api.responses.routes import ROUTES as RESPONSES_ROUTES
 from app.api.tgi.routes import ROUTES as TGI_ROUTES
@@ -58,7 +59,8 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> 
     settings = settings or ApiSettings()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
-                        *TGI_ROUTES, *PAGE_ROUTES, health, openapi],
+                        *TGI_ROUTES, *OLLAMA_ROUTES,
+                        *PAGE_ROUTES, health, openapi],
         exception_handlers={
             ApiError: _api_error,
             RequestValidationError: _validation_error,

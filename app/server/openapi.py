@@ -25,6 +25,7 @@ from app.api.fireworks.responses import (
     NewLogProbs,
 )
 from app.api.fireworks.routes import API_PREFIXES
+from app.api.ollama import openapi as ollama_openapi
 from app.api.rerank import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
 from app.api.tgi import openapi as tgi_openapi
@@ -81,6 +82,7 @@ def openapi_document() -> dict[str, Any]:
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
         RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS, *tgi_openapi.STRUCTS,
+        *ollama_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -96,6 +98,7 @@ def openapi_document() -> dict[str, Any]:
         }
     paths.update(anthropic_openapi.paths(_ref))
     paths.update(responses_openapi.paths(_ref))
+    paths.update(ollama_openapi.paths(_ref))
     paths.update(tgi_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {

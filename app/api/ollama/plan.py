@@ -1,0 +1,189 @@
+"""`/api/chat` and `/api/generate` bodies as the one request plan.
+
+Chat messages become the OpenAI-shaped dicts chat templates read (Ollama's `thinking` is the
+templates' `reasoning_content`, its tool calls carry argument objects that go in as JSON text,
+its `tool_name` names the tool a result answers). Images (base64) go through the image path as
+`data:` URIs. `/api/generate` renders `system` + `prompt` as one chat turn; `raw` uses the prompt
+as written; `suffix` is fill-in-the-middle with the model's own FIM tokens; `context` (the token
+ids an earlier answer returned) is prepended to the newly rendered turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import llama_cpp
+
+from app.api.fireworks.tools import plan_tools
+from app.api.ollama.options import Options, reasoning, response_format
+from app.api.ollama.wire import (
+    OllamaChatRequest,
+    OllamaGenerateRequest,
+    OllamaGenerationBase,
+    OllamaMessage,
+)
+from app.chat_formats import chat_format
+from app.plan import (
+    IMAGE_MARKER,
+    IMAGE_PLACEHOLDER,
+    Conversation,
+    ImageRef,
+    Prompts,
+    RequestPlan,
+    StreamPlan,
+    ToolPlan,
+)
+from app.prompts import chat_prompt
+from app.server.errors import BadRequest
+from backends.registry import ServedModel
+from templates.reasoning import ReasoningRequest
+
+ROLES = ("system", "user", "assistant", "tool")
+
+
+def image_ref(data: str, where: str) -> ImageRef:
+    """A base64 image as the image path reads it (it sniffs the format from the bytes)."""
+    return ImageRef(f"data:application/octet-stream;base64,{data}", where)
+
+
+def _with_images(text: str, images: list[str] | None, where: str, refs: list[ImageRef]) -> str:
+    """The images' markers before the text, as Ollama puts a message's images before its words."""
+    if not images:
+        return text
+    refs.extend(image_ref(data, f"{where}[{j}]") for j, data in enumerate(images))
+    return "\n".join([IMAGE_MARKER] * len(images) + ([text] if text else []))
+
+
+def template_messages(messages: list[OllamaMessage], refs: list[ImageRef]) -> list[dict[str, Any]]:
+    rendered: list[dict[str, Any]] = []
+    call_ids: dict[str, str] = {}  # a tool's name -> the id of its latest call, for the result that answers it
+    for i, message in enumerate(messages):
+        if message.role not in ROLES:
+            raise BadRequest(f"messages[{i}].role {message.role!r} is not one of {', '.join(ROLES)}",
+                             param="messages")
+        item: dict[str, Any] = {"role": message.role,
+                                "content": _with_images(message.content or "", message.images,
+                                                        f"messages[{i}].images", refs)}
+        if message.thinking:
+            item["reasoning_content"] = message.thinking
+        if message.tool_calls:
+            item["tool_calls"] = []
+            for j, call in enumerate(message.tool_calls):
+                call_id = call.id or f"call_{i}_{j}"
+                call_ids[call.function.name] = call_id
+                item["tool_calls"].append({"id": call_id, "type": "function", "function": {
+                    "name": call.function.name, "arguments": json.dumps(call.function.arguments)}})
+        if message.role == "tool":
+            if message.tool_name:
+                item["name"] = message.tool_name
+            call_id = message.tool_call_id or call_ids.get(message.tool_name or "")
+            if call_id:
+                item["tool_call_id"] = call_id
+        rendered.append(item)
+    return rendered
+
+
+def _tools(request: OllamaChatRequest) -> ToolPlan | None:
+    tools = []
+    for i, tool in enumerate(request.tools or []):
+        if tool.type != "function":
+            raise BadRequest(f"tools[{i}].type is {tool.type!r}; only function tools exist", param="tools")
+        function = {"name": tool.function.name, "parameters": tool.function.parameters or {"type": "object"}}
+        if tool.function.description is not None:
+            function["description"] = tool.function.description
+        tools.append({"type": "function", "function": function})
+    return plan_tools(tools, "auto", None)  # Ollama has no tool_choice: the model decides
+
+
+def _refuse_unsupported(request: OllamaGenerationBase) -> None:
+    if request.logprobs or request.top_logprobs:
+        raise BadRequest("logprobs are not offered on Ollama's API here; /v1/chat/completions returns them",
+                         param="logprobs")
+
+
+def _plan(request: OllamaGenerationBase, model: str, prompt: Conversation | Prompts, options: Options,
+          reasoning_request: ReasoningRequest | None) -> RequestPlan:
+    return RequestPlan(
+        model=model,
+        input=prompt,
+        max_tokens=options.max_tokens,
+        sampling=options.sampling,
+        stop=options.stop,
+        response_format=response_format(request.format),
+        reasoning=reasoning_request,
+        stream=StreamPlan(include_usage=False) if request.stream else None,
+    )
+
+
+def chat_plan(request: OllamaChatRequest, model: str, options: Options) -> RequestPlan:
+    _refuse_unsupported(request)
+    refs: list[ImageRef] = []
+    conversation = Conversation(messages=template_messages(request.messages or [], refs), tools=_tools(request),
+                                images=tuple(refs))
+    return _plan(request, model, conversation, options, reasoning(request.think))
+
+
+async def generate_plan(request: OllamaGenerateRequest, model: str, options: Options, served: ServedModel) -> RequestPlan:
+    """Needs the model for `suffix` (its FIM tokens) and `context` (the new turn's tokens)."""
+    _refuse_unsupported(request)
+    for name in ("width", "height", "steps"):
+        if getattr(request, name) is not None:
+            raise BadRequest(f"{name} is for image-generation models; {model} generates text", param=name)
+    if request.template is not None:
+        raise BadRequest("template cannot apply: Fireside renders the model's own chat template (or the one the "
+                         "server was given with --chat-template); send raw: true with a prompt you templated",
+                         param="template")
+    prompt = request.prompt or ""
+    if request.suffix is not None:
+        return _plan(request, model, _fill_in_the_middle(request, served), options, None)
+    if request.raw:
+        for name in ("system", "context", "think"):
+            if getattr(request, name) is not None:
+                raise BadRequest(f"{name} cannot apply to a raw prompt, which is used as written", param=name)
+        return _plan(request, model, Prompts((prompt,), (_placeholder_images(prompt, request.images),)), options, None)
+    refs: list[ImageRef] = []
+    messages = ([{"role": "system", "content": request.system}] if request.system is not None else [])
+    messages.append({"role": "user", "content": _with_images(prompt, request.images, "images", refs)})
+    reasoning_request = reasoning(request.think)
+    conversation = Conversation(messages=messages, images=tuple(refs))
+    if request.context:
+        if refs:
+            raise BadRequest("context is token ids; it cannot go with images (send the conversation to /api/chat)",
+                             param="context")
+        vocab = served.model.n_vocab
+        outside = next((token for token in request.context if not 0 <= token < vocab), None)
+        if outside is not None:
+            raise BadRequest(f"context holds token id {outside}, outside the vocabulary (0..{vocab - 1})",
+                             param="context")
+        turn = await asyncio.to_thread(chat_prompt, served.model, chat_format(served), conversation,
+                                       reasoning_request or ReasoningRequest())
+        conversation = Conversation(messages=None, token_ids=(*request.context, *turn.tokens))
+    return _plan(request, model, conversation, options, reasoning_request)
+
+
+def _placeholder_images(prompt: str, images: list[str] | None) -> tuple[ImageRef, ...]:
+    if not images:
+        return ()
+    if prompt.count(IMAGE_PLACEHOLDER) != len(images):
+        raise BadRequest(f"a raw prompt places its images itself: it has {prompt.count(IMAGE_PLACEHOLDER)} "
+                         f"{IMAGE_PLACEHOLDER} placeholders for {len(images)} images", param="images")
+    return tuple(image_ref(data, f"images[{j}]") for j, data in enumerate(images))
+
+
+def _fill_in_the_middle(request: OllamaGenerateRequest, served: ServedModel) -> Prompts:
+    """prefix-suffix-middle with the vocabulary's FIM tokens, as llama.cpp's /infill builds it."""
+    for name in ("system", "context", "think", "images"):
+        if getattr(request, name) is not None:
+            raise BadRequest(f"{name} cannot go with suffix (a fill-in-the-middle prompt)", param=name)
+    model = served.model
+    pre, suf, mid = (fim(model.vocab) for fim in (llama_cpp.llama_vocab_fim_pre, llama_cpp.llama_vocab_fim_suf,
+                                                  llama_cpp.llama_vocab_fim_mid))
+    if min(pre, suf, mid) < 0:
+        raise BadRequest(f"suffix needs a model trained for fill-in-the-middle; {served.id}'s vocabulary has no FIM "
+                         "tokens", param="suffix")
+    prefix = model.tokenize(request.prompt or "", add_special=False, parse_special=False)
+    suffix = model.tokenize(request.suffix or "", add_special=False, parse_special=False)
+    start = [model.bos_token_id] if model.add_bos and model.bos_token_id >= 0 else []
+    return Prompts(((*start, pre, *prefix, suf, *suffix, mid),))
