@@ -21,6 +21,7 @@ from typing import Any, Literal
 from app.server.errors import BadRequest
 from app.stream_buffer import BufferPolicy
 from backends.jobs import CacheKeys, LogprobOptions
+from grammars.json_schema import MAX_SCHEMA_DEPTH
 from templates.reasoning import ReasoningRequest
 
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
@@ -35,6 +36,14 @@ class ToolPlan:
     mode: Literal["none", "auto", "required"]
     allowed: tuple[str, ...]  # the names a call may use (a subset keeps the prompt, and its cache, the same)
     parallel: bool
+
+    def __post_init__(self) -> None:
+        # rendering and safe tokenization walk the tools recursively: bound them first (400)
+        for i, tool in enumerate(self.tools):
+            deepest = _depth(tool["function"].get("parameters"))
+            if deepest > MAX_SCHEMA_DEPTH:
+                raise BadRequest(f"tools[{i}].function.parameters nests deeper than {MAX_SCHEMA_DEPTH} levels",
+                                 param="tools")
 
     @property
     def schemas(self) -> dict[str, dict[str, Any]]:
@@ -61,6 +70,19 @@ class ToolPlan:
         duplicated = {name for name in names if names.count(name) > 1}
         if duplicated:
             raise BadRequest(f"two tools are named {min(duplicated)!r}", param=param)
+
+
+def _depth(value: Any) -> int:
+    """How deep a JSON value nests (without recursion: the value may nest deeper than the stack)."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_SCHEMA_DEPTH:
+            break
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 # Where an image part sat in a message's text (app/images.py puts the image there); its random

@@ -80,3 +80,17 @@ def test_mistral_ids_are_nine_characters_and_pair_up() -> None:
     assert len(call_id) == 9 and call_id.isalnum() and short[1]["tool_call_id"] == call_id
     assert short[2]["tool_call_id"] == "abcDEF123"
     assert messages[0]["tool_calls"][0]["id"] == "call_abc123xyz"  # the request's data is left alone
+
+
+def test_tool_parameters_nesting_past_the_schema_limit_are_a_400():
+    """Rendering walks the tools recursively: 600 levels would overflow the stack (a 500)."""
+    from app.plan import ToolPlan
+    from app.server.errors import BadRequest
+
+    deep: dict = {}
+    node = deep
+    for _ in range(600):
+        node["a"] = {}
+        node = node["a"]
+    with pytest.raises(BadRequest, match=r"tools\[0\]\.function\.parameters nests deeper than 64 levels"):
+        ToolPlan([{"type": "function", "function": {"name": "f", "parameters": deep}}], "auto", ("f",), True)
