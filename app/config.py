@@ -12,6 +12,7 @@ aliases = ["qwen"]
 context_size = 8192        # tokens per request (0: the model's own, at most 4096)
 gpu_layers = "auto"        # a number, -1 for all, or "auto": as many as fit
 cache_type = "q8_0"        # the KV cache's element type: f16 (default), q8_0 or q4_0 (less memory)
+draft = "off"              # automatic drafts by prompt lookup: "auto" (default) or "off"
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
 keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1": never)
 mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
@@ -73,6 +74,7 @@ class ModelEntry:
     mmproj: Path | None = None
     pooling: str | None = None  # a `backends.embedder.Pooling` name
     cache_type: str | None = None  # the KV cache's element type; None: --cache-type
+    draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -94,6 +96,7 @@ class Config:
         return None
 
 
+DRAFT_MODES = ("auto", "off")
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -144,7 +147,7 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: expected a table")
     known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj",
-             "pooling", "cache_type"}
+             "pooling", "cache_type", "draft"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
@@ -163,6 +166,9 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
     cache_type = raw.get("cache_type")
     if cache_type is not None and cache_type not in CACHE_TYPES:
         raise ConfigError(f"{where}: cache_type is one of {', '.join(CACHE_TYPES)}, got {cache_type!r}")
+    draft = raw.get("draft")
+    if draft is not None and draft not in DRAFT_MODES:
+        raise ConfigError(f"{where}: draft is one of {', '.join(DRAFT_MODES)}, got {draft!r}")
     sampling = dict(raw.get("sampling", {}))
     unknown = sorted(set(sampling) - SAMPLING_FIELDS)
     if unknown:
@@ -180,6 +186,7 @@ def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
         mmproj=_path(raw["mmproj"], models_dir(), f"{where}.mmproj") if "mmproj" in raw else None,
         pooling=pooling,
         cache_type=cache_type,
+        draft=draft,
     )
 
 
@@ -274,4 +281,4 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, eager=False)
+                     cache_type=entry.cache_type, draft=entry.draft, eager=False)

@@ -26,7 +26,7 @@ MIN_RESYNC_MATCH = 3  # fewer matching tokens (a line break, a common word) find
 
 
 class Drafter:
-    __slots__ = ("_predicted", "_positions", "_output", "_next", "_size", "_matched", "_guessed")
+    __slots__ = ("_guessed", "_matched", "_next", "_output", "_positions", "_predicted", "_size")
 
     def __init__(self, predicted: tuple[int, ...], size: int = MAX_DRAFT):
         self._predicted = predicted
@@ -38,6 +38,11 @@ class Drafter:
         self._size = size
         self._matched = bytearray(len(predicted))  # prediction positions the output confirmed
         self._guessed = False  # `_next` is a guess made at the last departure, not yet confirmed
+
+    @staticmethod
+    def allowed(decoding: int) -> bool:
+        """Whether to draft beside `decoding` sequences: a prediction is always checked."""
+        return True
 
     @property
     def matched(self) -> int:
@@ -106,3 +111,64 @@ class Drafter:
         if best_end is None or best_length < MIN_RESYNC_MATCH:
             return None
         return best_end
+
+
+NGRAM = 3  # output tokens that must match earlier text before its continuation is drafted
+MAX_AUTO_STREAMS = 2  # with more decoding sequences the batch is already wide: no automatic drafts
+MAX_COOLDOWN = 32  # steps without drafts after drafts kept failing
+
+
+class LookupDrafter:
+    """Automatic drafts without a prediction (`--draft auto`): where the output's last `NGRAM`
+    tokens occurred before, in the prompt or in the output itself, the tokens that followed them
+    there. Answers that quote their context (an edited function, a cited passage) draft long
+    stretches; free prose seldom matches, and drafts that fail make it wait longer before the next."""
+
+    __slots__ = ("_cooldown", "_ends", "_failures", "_size", "_tokens", "_wait")
+
+    def __init__(self, prompt: tuple[int, ...], size: int = MIN_DRAFT):
+        self._tokens = list(prompt)
+        self._ends: dict[tuple[int, ...], int] | None = None  # an n-gram -> where it last ended, before the tail
+        self._size = size
+        self._wait = 0  # steps left without drafting
+        self._failures = 0  # drafts in a row that kept nothing
+
+    matched = 0  # no prediction: nothing to report as matched (`ChoiceFinished.draft_accepted`)
+
+    @staticmethod
+    def allowed(decoding: int) -> bool:
+        return decoding <= MAX_AUTO_STREAMS
+
+    def propose(self, limit: int) -> tuple[int, ...]:
+        if self._wait:
+            self._wait -= 1
+            return ()
+        tokens = self._tokens
+        if self._ends is None:  # indexed on first use, off the time to first token
+            self._ends = {tuple(tokens[end - NGRAM + 1:end + 1]): end for end in range(NGRAM - 1, len(tokens) - 1)}
+        end = self._ends.get(tuple(tokens[-NGRAM:]))
+        if end is None:
+            return ()
+        draft = tokens[end + 1:end + 1 + min(self._size, limit)]
+        for i, token in enumerate(draft):
+            if token < 0:  # an image's placeholder is never a token to draft
+                draft = draft[:i]
+                break
+        return tuple(draft) if len(draft) >= MIN_DRAFT else ()
+
+    def observe(self, token: int) -> None:
+        tokens = self._tokens
+        if self._ends is not None and len(tokens) >= NGRAM:  # the old tail's n-gram becomes earlier text
+            self._ends[tuple(tokens[-NGRAM:])] = len(tokens) - 1
+        tokens.append(token)
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        if accepted == drafted:
+            self._size = min(self._size * 2, MAX_DRAFT)
+        else:
+            self._size = max(MIN_DRAFT, accepted)
+        if accepted:
+            self._failures = 0
+        else:
+            self._failures += 1
+            self._wait = min(MAX_COOLDOWN, 1 << self._failures)

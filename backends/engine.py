@@ -6,9 +6,9 @@ a notifier thread right before the next decode, and it wakes the event loop with
 `loop.call_soon_threadsafe`: the loop does its work while the scheduler is in C without the
 GIL. Whole-answer jobs are woken only when a choice ends.
 
-Each step decodes one batch: the next token of every generating sequence, then as much pending
-prompt as fits (chunked prefill), so a long prompt never stalls the other streams for more than
-one chunk. Slots keep their tokens after a request ends: a new request takes the free slot
+Each step decodes one batch: the next token of every generating sequence, then pending prompt
+(chunked prefill) as much as `PrefillBudget` allows beside them, so a long prompt slows the other
+streams by a bounded factor instead of stalling them. Slots keep their tokens after a request ends: a new request takes the free slot
 sharing the longest prefix with its prompt and prefills only the rest, or copies a longer
 prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
 (embeddings from the model's projector) are decoded one a step, before its tokens.
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import llama_cpp
 
-from backends.drafting import Drafter
+from backends.drafting import Drafter, LookupDrafter
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
@@ -47,7 +47,8 @@ from backends.jobs import (
 from backends.kv_cache import DEFAULT_CACHE_TYPE, ggml_type
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.logprobs import LogprobComputer
-from backends.prefix import Slot, image_boundary
+from backends.prefill_budget import PrefillBudget
+from backends.prefix import Slot, image_boundary, runs_of
 from backends.prompt_store import (
     PromptStore,
     StoreOptions,
@@ -93,6 +94,7 @@ class EngineOptions:
     embedding: EmbeddingOptions = EmbeddingOptions()
     saved_prompts: StoreOptions | None = None  # keep the slots' caches on disk across restarts
     cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.kv_cache.CACHE_TYPES`)
+    auto_draft: bool = True  # draft by prompt lookup when a request gives no prediction
 
 
 @dataclass(frozen=True)
@@ -148,7 +150,7 @@ class _Sequence:
         "stops",
     )
 
-    def __init__(self, slot: Slot, waiting: _Waiting, sampler: SamplerChain, cached: int):
+    def __init__(self, slot: Slot, waiting: _Waiting, sampler: SamplerChain, cached: int, auto_draft: bool):
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
@@ -173,7 +175,7 @@ class _Sequence:
         self.echo_from = -1
         self.prompt_entries: list[TokenLogprob | None] | None = None
         draft = waiting.handle.job.draft
-        self.drafter = Drafter(draft) if draft else None
+        self.drafter = Drafter(draft) if draft else LookupDrafter(self.prompt) if auto_draft else None
         self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
         self.drafted = 0
         self.first_token_at: float | None = None
@@ -211,6 +213,8 @@ class Engine:
             idle_seconds=cpu_idle_seconds() if options.adaptive_threads else None,
         )
         self._slots = [Slot(i) for i in range(options.parallel)]
+        self._prefill_budget = PrefillBudget()  # prompt tokens a step takes beside decoding streams
+        self._decoding = self._prefilled = 0  # this step's decoding rows and prefilled prompt tokens
         self._store = None
         if options.saved_prompts is not None:
             self._store = PromptStore(options.saved_prompts,
@@ -334,7 +338,7 @@ class Engine:
         for p, prompt in enumerate(job.prompts):
             for j in range(job.n):
                 choice = p * job.n + j
-                if prompt.max_tokens <= 0 and not _scores_prompt(job):
+                if prompt.max_tokens <= 0 and not job.scores_prompt:
                     self._emit(handle, ChoiceFinished(choice, "length", len(prompt.tokens), 0, 0))
                 else:
                     queued.append(_Waiting(handle, choice, p, prompt))
@@ -396,13 +400,13 @@ class Engine:
             # ones contiguous (gaps that last are closed by `_compact`), the least recently
             # used cache, low ids.
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return shared[slot.id], steered, -_runs(busy | {slot.id}), -slot.last_used, -slot.id
+            return shared[slot.id], steered, -runs_of(busy | {slot.id}), -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         # The last prompt token is always decoded again: its logits give the first new token.
         reuse_limit = len(prompt) - 1
         echo_from = -1
-        if _scores_prompt(job):
+        if job.scores_prompt:
             assert job.logprobs is not None
             echo_from = max(len(prompt) - job.logprobs.prompt_last, 0)
             reuse_limit = min(reuse_limit, max(echo_from - 1, 0))  # the rows scoring them are decoded
@@ -419,7 +423,7 @@ class Engine:
             guard=job.guard,
             token_bytes=self._guard_bytes if job.guard is not None else None,
         )
-        seq = _Sequence(slot, waiting, sampler, cached)
+        seq = _Sequence(slot, waiting, sampler, cached, self.options.auto_draft)
         if echo_from >= 0:
             seq.echo_from = max(echo_from, 1)
             seq.prompt_entries = [None] if echo_from == 0 else []
@@ -476,7 +480,7 @@ class Engine:
         slot (one stream's memory copy) and they go on there; the old slot keeps its cache.
         """
         busy = {seq.slot.id for seq in self._active}
-        if self._waiting or _runs(busy) <= 1:
+        if self._waiting or runs_of(busy) <= 1:
             self._gapped_steps = 0
             return
         self._gapped_steps += 1
@@ -516,7 +520,9 @@ class Engine:
         started = time.perf_counter()
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         if status == 0:
-            self.threads.after_step(time.perf_counter() - started, rows=rows, prefill=prefill)
+            elapsed = time.perf_counter() - started
+            self.threads.after_step(elapsed, rows=rows, prefill=prefill)
+            self._prefill_budget.observe(elapsed, decoding=self._decoding, prefilled=self._prefilled)
             self._sample(sequences)
         else:
             self._decode_one_by_one(sequences, status)
@@ -528,8 +534,10 @@ class Engine:
         ubatch per run of consecutive sequence ids, so an unordered batch costs extra passes.
         """
         batch = self._batch
-        room = self.options.batch_size - sum(1 for seq in sequences if not seq.prefilling)
-        rows, prefill = 0, False
+        self._decoding = sum(1 for seq in sequences if not seq.prefilling)
+        room = self.options.batch_size - self._decoding
+        prompt_room = self._prefill_budget.tokens(self._decoding, room)
+        rows, prefill, self._prefilled = 0, False, 0
         self._prompt_rows.clear()
         for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
@@ -537,15 +545,17 @@ class Engine:
                 self._put(rows, seq.last_token, seq.slot, True)
                 seq.output_row = rows
                 rows += 1
-                if seq.drafter is not None and room > 0:
+                if seq.drafter is not None and room > 0 and seq.drafter.allowed(self._decoding):
                     drafted = self._put_draft(seq, rows, room)
                     rows += drafted
                     room -= drafted
                     prefill = prefill or drafted > 0
                 continue
-            take = min(room, next_image(seq.images, seq.fed, len(seq.prompt)) - seq.fed)
+            take = min(room, prompt_room, next_image(seq.images, seq.fed, len(seq.prompt)) - seq.fed)
             if take <= 0:
                 continue
+            prompt_room -= take
+            self._prefilled += take
             first_row, first_position = rows, seq.fed
             for token in seq.prompt[seq.fed:seq.fed + take]:
                 self._put(rows, token, seq.slot, False)
@@ -558,7 +568,8 @@ class Engine:
             if not seq.prefilling:
                 batch.logits[rows - 1] = True
                 seq.output_row = rows - 1
-                if seq.drafter is not None and take == 1 and room > 0 and seq.max_tokens > 0:
+                if (seq.drafter is not None and take == 1 and room > 0 and seq.max_tokens > 0
+                        and seq.drafter.allowed(self._decoding)):
                     # The first tokens are drafted right after a prompt whose prefix was cached, in
                     # the same decode. Not after a longer chunk: rows added to a wide batch change
                     # how llama.cpp tiles it, and with that the chunk's numbers.
@@ -778,17 +789,6 @@ class Engine:
                     loop.call_soon_threadsafe(_deliver, deliveries)
                 except RuntimeError:  # the loop closed (server shutting down)
                     pass
-
-
-def _scores_prompt(job: GenerationJob) -> bool:
-    """Whether the job's choices score their prompts (echo with logprobs); each choice does, so
-    that its prompt's log-probabilities always come before its first token."""
-    return job.logprobs is not None and job.logprobs.prompt_last > 0
-
-
-def _runs(ids: set[int]) -> int:
-    """How many runs of consecutive numbers `ids` holds."""
-    return sum(1 for i in ids if i - 1 not in ids)
 
 
 def _deliver(deliveries: list[tuple[JobHandle, list[Event]]]) -> None:

@@ -154,6 +154,11 @@ class GenerationJob:
     def choice_count(self) -> int:
         return len(self.prompts) * self.n
 
+    @property
+    def scores_prompt(self) -> bool:
+        """Whether each choice scores its prompt (echo with logprobs), before its first token."""
+        return self.logprobs is not None and self.logprobs.prompt_last > 0
+
 
 @dataclass(frozen=True, slots=True)
 class EmbeddingJob:

@@ -91,3 +91,9 @@ def image_boundary(prompt: Sequence[int], keep: int) -> int:
     if 0 < keep < len(prompt) and prompt[keep] < 0:
         return keep - placeholder_offset(prompt[keep])
     return keep
+
+
+def runs_of(ids: set[int]) -> int:
+    """How many runs of consecutive numbers `ids` holds (busy slot ids: llama.cpp decodes each
+    run of consecutive sequences in a pass of its own)."""
+    return sum(1 for i in ids if i - 1 not in ids)

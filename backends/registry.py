@@ -84,6 +84,7 @@ class ModelSpec:
     pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
     mmproj: Path | None = None  # the multimodal projector that lets it read images
     cache_type: str | None = None  # the KV cache's element type; None: the engine options'
+    draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
 
     @property
@@ -426,6 +427,8 @@ class ModelRegistry:
             options = dataclasses.replace(self.engine_options, ctx_size=ctx_size)
             if spec.cache_type is not None:
                 options = dataclasses.replace(options, cache_type=spec.cache_type)
+            if spec.draft is not None:
+                options = dataclasses.replace(options, auto_draft=spec.draft == "auto")
             if spec.pooling is not None:
                 options = dataclasses.replace(options, embedding=dataclasses.replace(options.embedding,
                                                                                      pooling=spec.pooling))

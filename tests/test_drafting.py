@@ -73,3 +73,52 @@ def test_draft_size_doubles_while_kept_and_shrinks_to_the_kept_part():
     drafter.settle(9, 1)
     assert len(drafter.propose(100)) == MIN_DRAFT
     assert len(drafter.propose(3)) == 3  # never more than the room left
+
+
+# ---- automatic drafts (prompt lookup) ----------------------------------------------------------
+
+from backends.drafting import MAX_COOLDOWN, NGRAM, LookupDrafter  # noqa: E402
+
+QUOTED = (5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
+
+
+def test_an_output_quoting_its_prompt_is_drafted_from_it():
+    drafter = LookupDrafter((1, 2, *QUOTED, 3))
+    assert drafter.propose(8) == ()  # the prompt's end (2-gram "15 16 3"...) occurs nowhere before
+    follow(drafter, [5, 6, 7])  # the output starts quoting
+    assert drafter.propose(8) == QUOTED[3:3 + MIN_DRAFT]
+    drafter.settle(MIN_DRAFT, MIN_DRAFT)  # kept whole: the next draft is twice as long
+    follow(drafter, list(QUOTED[3:7]))
+    # twice as long; past the prompt's end the text goes on with the output (the reference is both)
+    assert drafter.propose(20) == (*QUOTED[7:], 3, 5, 6)
+
+
+def test_the_output_repeating_itself_is_drafted_too():
+    drafter = LookupDrafter((1, 2))
+    follow(drafter, [40, 41, 42, 43, 44, 45, 46, 47, 40, 41, 42])
+    assert drafter.propose(4) == (43, 44, 45, 46)
+
+
+def test_failed_drafts_back_off_and_a_kept_one_resets():
+    drafter = LookupDrafter((*QUOTED, *QUOTED))
+    follow(drafter, [5, 6, 7])
+    assert drafter.propose(4)
+    drafter.settle(4, 0)  # nothing kept
+    assert [drafter.propose(4) for _ in range(2)] == [(), ()]  # waits two steps
+    assert drafter.propose(4)
+    drafter.settle(4, 0)
+    assert [drafter.propose(4) for _ in range(4)] == [()] * 4  # then four
+    for _ in range(10):
+        drafter.settle(4, 0)
+    assert drafter._wait == MAX_COOLDOWN
+    drafter._wait = 0
+    drafter.settle(4, 2)  # something kept: no waiting
+    assert drafter.propose(4)
+
+
+def test_image_placeholders_and_short_continuations_are_never_drafted():
+    drafter = LookupDrafter((5, 6, 7, 8, 9, -3, -2, 10, 11))
+    follow(drafter, [5, 6, 7])
+    assert drafter.propose(8) == ()  # 8, 9 before a placeholder: shorter than a draft is worth
+    assert len(QUOTED) > NGRAM and LookupDrafter(QUOTED).propose(8) == ()  # no output yet: nothing to match
+    assert LookupDrafter.allowed(2) and not LookupDrafter.allowed(3)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 from app.config import (
+    DRAFT_MODES,
     Config,
     ConfigError,
     ModelEntry,
@@ -87,6 +88,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--cache-type", choices=list(CACHE_TYPES), default=DEFAULT_CACHE_TYPE,
                        help="the KV cache's element type: q8_0 takes about half of f16's memory, q4_0 about a "
                             "quarter, each with a small loss of quality (see tests/bench/bench_kv_cache.py)")
+    serve.add_argument("--draft", choices=DRAFT_MODES, default="auto",
+                       help="auto: draft tokens by prompt lookup (where the answer repeats the prompt or itself) and "
+                            "check them in one batch, the output unchanged; off: decode one token at a time "
+                            "unless a request gives a prediction")
     serve.add_argument("--parallel", type=_positive, default=4, metavar="N",
                        help="sequences decoded together (slots)")
     serve.add_argument("--max-queue", type=_positive, default=64, metavar="N",
@@ -140,6 +145,7 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
     return EngineOptions(
         ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
         threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
+        auto_draft=args.draft == "auto",
     )
 
 
