@@ -3,7 +3,7 @@ and comes back (token ids stand for tokens; the engine checks every draft agains
 
 from __future__ import annotations
 
-from backends.drafting import MAX_DRAFT, MIN_DRAFT, Drafter
+from backends.drafting import MAX_COOLDOWN, MAX_DRAFT, MIN_DRAFT, NGRAM, Drafter, LookupDrafter
 
 PREDICTED = tuple(range(100, 140))
 
@@ -76,8 +76,6 @@ def test_draft_size_doubles_while_kept_and_shrinks_to_the_kept_part():
 
 
 # ---- automatic drafts (prompt lookup) ----------------------------------------------------------
-
-from backends.drafting import MAX_COOLDOWN, NGRAM, LookupDrafter  # noqa: E402
 
 QUOTED = (5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16)
 
