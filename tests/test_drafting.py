@@ -3,7 +3,14 @@ and comes back (token ids stand for tokens; the engine checks every draft agains
 
 from __future__ import annotations
 
-from backends.drafting import MAX_COOLDOWN, MAX_DRAFT, MIN_DRAFT, NGRAM, Drafter, LookupDrafter
+from backends.drafting import (
+    MAX_COOLDOWN,
+    MAX_DRAFT,
+    MIN_DRAFT,
+    NGRAM,
+    Drafter,
+    LookupDrafter,
+)
 
 PREDICTED = tuple(range(100, 140))
 
