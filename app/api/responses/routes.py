@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Literal
+from typing import Annotated, Literal
 
 from litestar import Request, delete, get, post
 from litestar.params import Parameter
@@ -46,7 +46,8 @@ async def remove(response_id: str) -> DeletedResponse:
 
 @get("/v1/responses/{response_id:str}/input_items")
 async def input_items(response_id: str, limit: int = Parameter(default=20, ge=1, le=MAX_LIST),
-                      order: Literal["asc", "desc"] = "desc", after: str | None = None) -> InputItemList:
+                      order: Annotated[Literal["asc", "desc"], Parameter(query="order")] = "desc",
+                      after: Annotated[str | None, Parameter(query="after")] = None) -> InputItemList:
     items = await asyncio.to_thread(response_store().input_items, response_id)
     if items is None:
         raise _missing(response_id)
