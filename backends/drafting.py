@@ -40,8 +40,8 @@ class Drafter:
         self._guessed = False  # `_next` is a guess made at the last departure, not yet confirmed
 
     @staticmethod
-    def allowed(decoding: int) -> bool:
-        """Whether to draft beside `decoding` sequences: a prediction is always checked."""
+    def allowed(decoding: int, prefilling: int) -> bool:
+        """Whether to draft beside `decoding` and `prefilling` sequences: a prediction always is."""
         return True
 
     @property
@@ -136,8 +136,9 @@ class LookupDrafter:
     matched = 0  # no prediction: nothing to report as matched (`ChoiceFinished.draft_accepted`)
 
     @staticmethod
-    def allowed(decoding: int) -> bool:
-        return decoding <= MAX_AUTO_STREAMS
+    def allowed(decoding: int, prefilling: int) -> bool:
+        """Not in a wide batch, nor beside a prompt's prefill (the step's time is the prefill's)."""
+        return decoding <= MAX_AUTO_STREAMS and not prefilling
 
     def propose(self, limit: int) -> tuple[int, ...]:
         if self._wait:

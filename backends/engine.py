@@ -69,6 +69,7 @@ MIN_COPY_GAIN = 16
 # Steps a gap between busy slots may last before sequences move to close it: a burst of
 # arrivals usually fills it sooner.
 COMPACT_AFTER = 4
+ALTERNATE_FROM = 512  # prompt tokens from which a prefill steps apart from decoding streams
 
 
 class DecodeError(Exception):
@@ -215,6 +216,7 @@ class Engine:
         self._slots = [Slot(i) for i in range(options.parallel)]
         self._prefill_budget = PrefillBudget()  # prompt tokens a step takes beside decoding streams
         self._decoding = self._prefilled = 0  # this step's decoding rows and prefilled prompt tokens
+        self._prefill_turn = False  # this step prefills alone while streams wait (see `_fill_batch`)
         self._store = None
         if options.saved_prompts is not None:
             self._store = PromptStore(options.saved_prompts,
@@ -522,7 +524,7 @@ class Engine:
         if status == 0:
             elapsed = time.perf_counter() - started
             self.threads.after_step(elapsed, rows=rows, prefill=prefill)
-            self._prefill_budget.observe(elapsed, decoding=self._decoding, prefilled=self._prefilled)
+            self._prefill_budget.observe(elapsed, decoding=self._decoding, prefilled=self._prefilled, rows=rows)
             self._sample(sequences)
         else:
             self._decode_one_by_one(sequences, status)
@@ -535,17 +537,23 @@ class Engine:
         """
         batch = self._batch
         self._decoding = sum(1 for seq in sequences if not seq.prefilling)
+        # Beside a long prompt's prefill, steps alternate between the streams' rows and prompt
+        # tokens alone: the rows of one batch all pay for attention over its longest sequence
+        deep = self._decoding > 0 and any(seq.prefilling and len(seq.prompt) > ALTERNATE_FROM for seq in sequences)
+        self._prefill_turn = deep and not self._prefill_turn
         room = self.options.batch_size - self._decoding
-        prompt_room = self._prefill_budget.tokens(self._decoding, room)
+        prompt_room = 0 if deep and not self._prefill_turn else self._prefill_budget.tokens(self._decoding, room)
         rows, prefill, self._prefilled = 0, False, 0
         self._prompt_rows.clear()
         for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
             if not seq.prefilling:
+                if self._prefill_turn:
+                    continue
                 self._put(rows, seq.last_token, seq.slot, True)
                 seq.output_row = rows
                 rows += 1
-                if seq.drafter is not None and room > 0 and seq.drafter.allowed(self._decoding):
+                if seq.drafter is not None and room > 0 and seq.drafter.allowed(self._decoding, len(sequences) - self._decoding):
                     drafted = self._put_draft(seq, rows, room)
                     rows += drafted
                     room -= drafted
@@ -569,7 +577,7 @@ class Engine:
                 batch.logits[rows - 1] = True
                 seq.output_row = rows - 1
                 if (seq.drafter is not None and take == 1 and room > 0 and seq.max_tokens > 0
-                        and seq.drafter.allowed(self._decoding)):
+                        and seq.drafter.allowed(self._decoding, len(sequences) - self._decoding)):
                     # The first tokens are drafted right after a prompt whose prefix was cached, in
                     # the same decode. Not after a longer chunk: rows added to a wide batch change
                     # how llama.cpp tiles it, and with that the chunk's numbers.

@@ -126,4 +126,4 @@ def test_image_placeholders_and_short_continuations_are_never_drafted():
     follow(drafter, [5, 6, 7])
     assert drafter.propose(8) == ()  # 8, 9 before a placeholder: shorter than a draft is worth
     assert len(QUOTED) > NGRAM and LookupDrafter(QUOTED).propose(8) == ()  # no output yet: nothing to match
-    assert LookupDrafter.allowed(2) and not LookupDrafter.allowed(3)
+    assert LookupDrafter.allowed(2, 0) and not LookupDrafter.allowed(3, 0) and not LookupDrafter.allowed(1, 1)

@@ -46,8 +46,9 @@ def long_text(tokens: int, seed: int) -> str:
 
 
 def stream_times(server: Server, prompt: str, stop: threading.Event, times: list[float]) -> None:
-    body = {"model": server.model, "prompt": prompt, "max_tokens": 3000, "temperature": 0, "stream": True,
-            "ignore_eos": True}
+    # sampled: a greedy story soon loops, and a loop is drafted several tokens a step
+    body = {"model": server.model, "prompt": prompt, "max_tokens": 3000, "temperature": 0.8, "seed": 5,
+            "stream": True, "ignore_eos": True}
     with httpx.stream("POST", f"{server.base_url}/v1/completions", json=body, timeout=600) as response:
         for line in response.iter_lines():
             if line.startswith("data: {"):
