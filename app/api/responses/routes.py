@@ -6,7 +6,7 @@ import asyncio
 from typing import Annotated, Literal
 
 from litestar import Request, delete, get, post
-from litestar.params import Parameter
+from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream
 
 from app.api.responses.create import NotStored, create_response
@@ -28,7 +28,7 @@ async def create(request: Request) -> Response | Stream:
 
 
 @get("/v1/responses/{response_id:str}")
-async def retrieve(response_id: str, stream: bool = False) -> Response:
+async def retrieve(response_id: FromPath[str], stream: FromQuery[bool] = False) -> Response:
     if stream:
         raise BadRequest("stream: a stored response cannot be streamed again here; GET it whole", param="stream")
     found = await asyncio.to_thread(response_store().get, response_id)
@@ -38,16 +38,17 @@ async def retrieve(response_id: str, stream: bool = False) -> Response:
 
 
 @delete("/v1/responses/{response_id:str}", status_code=200)
-async def remove(response_id: str) -> DeletedResponse:
+async def remove(response_id: FromPath[str]) -> DeletedResponse:
     if not await asyncio.to_thread(response_store().delete, response_id):
         raise _missing(response_id)
     return DeletedResponse(response_id)
 
 
 @get("/v1/responses/{response_id:str}/input_items")
-async def input_items(response_id: str, limit: int = Parameter(default=20, ge=1, le=MAX_LIST),
-                      order: Annotated[Literal["asc", "desc"], Parameter(query="order")] = "desc",
-                      after: Annotated[str | None, Parameter(query="after")] = None) -> InputItemList:
+async def input_items(response_id: FromPath[str],
+                      limit: Annotated[int, QueryParameter(ge=1, le=MAX_LIST)] = 20,
+                      order: FromQuery[Literal["asc", "desc"]] = "desc",
+                      after: FromQuery[str | None] = None) -> InputItemList:
     items = await asyncio.to_thread(response_store().input_items, response_id)
     if items is None:
         raise _missing(response_id)
