@@ -40,8 +40,7 @@ class ToolPlan:
     def __post_init__(self) -> None:
         # rendering and safe tokenization walk the tools recursively: bound them first (400)
         for i, tool in enumerate(self.tools):
-            deepest = _depth(tool["function"].get("parameters"))
-            if deepest > MAX_SCHEMA_DEPTH:
+            if nests_deeper(tool["function"].get("parameters"), MAX_SCHEMA_DEPTH):
                 raise BadRequest(f"tools[{i}].function.parameters nests deeper than {MAX_SCHEMA_DEPTH} levels",
                                  param="tools")
 
@@ -72,17 +71,16 @@ class ToolPlan:
             raise BadRequest(f"two tools are named {min(duplicated)!r}", param=param)
 
 
-def _depth(value: Any) -> int:
-    """How deep a JSON value nests (without recursion: the value may nest deeper than the stack)."""
-    deepest, stack = 0, [(value, 0)]
-    while stack:
-        node, depth = stack.pop()
-        deepest = max(deepest, depth)
-        if deepest > MAX_SCHEMA_DEPTH:
-            break
-        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
-        stack.extend((child, depth + 1) for child in children)
-    return deepest
+def nests_deeper(value: Any, limit: int) -> bool:
+    """Whether a JSON value nests dicts and lists more than `limit` levels (walked level by level,
+    without recursion: the value may nest deeper than the stack)."""
+    level = [value]
+    for _ in range(limit + 1):
+        level = [child for item in level if isinstance(item, (dict, list))
+                 for child in (item.values() if isinstance(item, dict) else item)]
+        if not level:
+            return False
+    return True
 
 
 # Where an image part sat in a message's text (app/images.py puts the image there); its random

@@ -124,7 +124,7 @@ class LookupDrafter:
     there. Answers that quote their context (an edited function, a cited passage) draft long
     stretches; free prose seldom matches, and drafts that fail make it wait longer before the next."""
 
-    __slots__ = ("_cooldown", "_ends", "_failures", "_size", "_tokens", "_wait")
+    __slots__ = ("_ends", "_failures", "_size", "_tokens", "_wait")
 
     def __init__(self, prompt: tuple[int, ...], size: int = MIN_DRAFT):
         self._tokens = list(prompt)

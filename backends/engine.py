@@ -8,9 +8,9 @@ GIL. Whole-answer jobs are woken only when a choice ends.
 
 Each step decodes one batch: the next token of every generating sequence, then pending prompt
 (chunked prefill) as much as `PrefillBudget` allows beside them, so a long prompt slows the other
-streams by a bounded factor instead of stalling them. Slots keep their tokens after a request ends: a new request takes the free slot
-sharing the longest prefix with its prompt and prefills only the rest, or copies a longer
-prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
+streams by a bounded factor instead of stalling them. Slots keep their tokens after a request
+ends: a new request takes the free slot sharing the longest prefix with its prompt and prefills
+only the rest, or copies a longer prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
 (embeddings from the model's projector) are decoded one a step, before its tokens.
 """
 

@@ -26,7 +26,7 @@ from app.api.anthropic.wire import (
     Unsupported,
     UrlSource,
 )
-from app.plan import IMAGE_MARKER, ImageRef
+from app.plan import IMAGE_MARKER, ImageRef, nests_deeper
 from app.server.errors import BadRequest
 from app.signing import sign, verify
 
@@ -44,14 +44,9 @@ MAX_JSON_DEPTH = 64
 
 
 def check_depth(value: Any, where: str, param: str = "messages") -> None:
-    """400 when `value` nests dicts and lists deeper than MAX_JSON_DEPTH (counted without recursion)."""
-    level = [value]
-    for _ in range(MAX_JSON_DEPTH + 1):
-        level = [child for item in level if isinstance(item, (dict, list))
-                 for child in (item.values() if isinstance(item, dict) else item)]
-        if not level:
-            return
-    raise BadRequest(f"{where} is nested more than {MAX_JSON_DEPTH} levels deep", param=param)
+    """400 when `value` nests dicts and lists deeper than MAX_JSON_DEPTH."""
+    if nests_deeper(value, MAX_JSON_DEPTH):
+        raise BadRequest(f"{where} is nested more than {MAX_JSON_DEPTH} levels deep", param=param)
 
 
 def sign_thinking(text: str) -> str:
