@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from app.api.fireworks.requests import Probability, Temperature, WireStruct
-from app.server.errors import BadRequest, from_msgspec
+from app.server.errors import BadRequest, decode_body, from_msgspec
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
@@ -215,10 +215,7 @@ class ResponsesRequest(WireStruct, kw_only=True):
 def decode_request(body: bytes) -> ResponsesRequest:
     """The body as a `ResponsesRequest`: 422 where it breaks the schema, 400 for an item or tool
     type this server does not serve."""
-    try:
-        raw = msgspec.json.decode(body)
-    except msgspec.DecodeError as error:
-        raise from_msgspec(error) from None
+    raw = decode_body(body, Any)  # as every body is decoded: bad or too deep JSON is a 422
     if isinstance(raw, dict):
         _fill_item_types(raw.get("input"))
         _check_kinds(raw)
