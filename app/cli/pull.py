@@ -8,23 +8,27 @@ The models folder (`app.locations.models_dir()`) mirrors the Hub, one folder per
 
     <models>/<owner>/<repo>/<path in the repo>   the GGUF files, named as in the repo (split parts
                                                  and a multimodal projector sit beside the model)
-    <models>/<owner>/<repo>/.cache/huggingface/  huggingface_hub's notes (commit, etag) per file
+    <models>/<owner>/<repo>/<path>.part          a download not finished yet (see below)
+    <models>/<owner>/<repo>/.cache/fireside/     a lock per file, so two pulls never write one part
 
 so the config's `file` is the short relative path `<owner>/<repo>/<file>`, two pulls of one repo
-share its folder, and pulling a file that is already there checks it against the Hub instead of
-downloading it again.
+share its folder, and pulling a file that is already there checks it against the Hub's checksum
+instead of downloading it again.
 
-The download itself is huggingface_hub's `hf_hub_download` (Xet or HTTP, progress bar, a dropped
-connection resumed with a Range request, a temporary `.incomplete` file moved in place only when
-complete). The Hub's LFS sha256 (or git blob id for small files) from the repo's file listing is then
-checked here, since huggingface_hub only checks the size: a mismatch removes the file and registers
-nothing.
+Each file comes over HTTP from the Hub's `resolve` URL, pinned to the commit of the listing, into
+`<file>.part` (`app.cli.resumable`): a dropped connection, a killed or interrupted pull, or a full
+disk leaves the part, and the next pull continues it with a Range request. The Hub's LFS sha256 (or
+git blob id for small files) from the repo's file listing is then checked against the whole part,
+which only then is renamed to the file's name: a mismatch removes it and registers nothing, and
+nothing is added to the config before every file is in place. (Not Xet: huggingface_hub's Xet
+downloads cannot continue across processes; files stored in Xet download over HTTP all the same.)
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import re
 import sys
 from collections.abc import Iterator
@@ -33,6 +37,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from app.cli import resumable
+from app.cli.resumable import PullError, human_size
 from app.config import ConfigError, ModelEntry, add_model, load_config
 from app.locations import models_dir
 
@@ -42,10 +48,6 @@ _QUANT = re.compile(r"(?:^|[-_.])((?:I?Q|TQ)\d+(?:_[A-Z0-9]+)*|BF16|F16|F32|FP16
 _HUB_URL = re.compile(r"^(?:https?://)?(?:www\.)?(?:huggingface\.co|hf\.co)/", re.IGNORECASE)
 _PROJECTOR_PREFERENCE = ("f16", "bf16", "f32")
 _CHUNK = 8 * 1024 * 1024
-
-
-class PullError(Exception):
-    """A pull that cannot go on; the message is the one line the user sees."""
 
 
 @dataclass(frozen=True)
@@ -261,15 +263,39 @@ def repo_folder(repo_id: str) -> Path:
 
 
 def download(repo_id: str, file: RemoteFile, commit: str, token: str | None, progress: Any = None) -> Path:
-    """One file through huggingface_hub, pinned to the commit the listing came from, so that all
-    parts of a split model come from the same commit. `progress`: a tqdm class for the bar."""
-    from huggingface_hub import hf_hub_download
+    """One file, pinned to the commit the listing came from (so that all parts of a split model
+    come from the same commit), checked against the listing's checksum and only then put under its
+    name; a file already there that passes the check is kept. `progress`: a tqdm class for the bar."""
+    from huggingface_hub import get_hf_file_metadata, hf_hub_url
+    from huggingface_hub.utils import WeakFileLock, build_hf_headers
 
-    hf_hub_download(repo_id, file.path, revision=commit, local_dir=repo_folder(repo_id), token=token,
-                    tqdm_class=progress)
-    # Not the returned path: that one is resolved (symlinks followed), and the config should keep
-    # the short path relative to the models folder.
-    return repo_folder(repo_id) / file.path
+    # Not a resolved path: the config should keep the short path relative to the models folder.
+    path = repo_folder(repo_id) / file.path
+    lock = repo_folder(repo_id) / ".cache" / "fireside" / f"{file.path}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with WeakFileLock(lock):  # a second pull of the file waits, then finds it in place
+        if path.is_file() and _is_current(path, file):
+            return path
+        part = resumable.part_path(path)
+        url = hf_hub_url(repo_id, file.path, revision=commit)
+        # The HEAD fails early (gated, gone) and knows the size where the listing did not; the GETs
+        # go to the `resolve` URL itself, so that each retry follows a freshly signed redirect (the
+        # HTTP client drops the token when the redirect leaves the Hub's origin).
+        metadata = get_hf_file_metadata(url, token=token)
+        size = file.size if file.size is not None else metadata.size
+        headers = build_hf_headers(token=token)
+        kept = resumable.fetch(url, headers, part, size, progress)
+        try:
+            verify(part, file)
+        except PullError:
+            if not kept:
+                raise
+            # The bytes kept from an earlier pull were not this file's (the repo changed it since,
+            # or the disk lost writes): verify removed them; one whole download more.
+            resumable.fetch(url, headers, part, size, progress)
+            verify(part, file)
+        os.replace(part, path)
+    return path
 
 
 def file_digest(path: Path, digest: Any) -> str:
@@ -280,18 +306,31 @@ def file_digest(path: Path, digest: Any) -> str:
     return digest.hexdigest()
 
 
+def _checksum(path: Path, file: RemoteFile) -> tuple[str, str, str] | None:
+    """(kind, what the Hub lists, what the file has), None when the Hub gave no checksum."""
+    if file.sha256:
+        return "sha256", file.sha256.lower(), file_digest(path, hashlib.sha256())
+    if file.git_sha1:
+        header = b"blob %d\0" % path.stat().st_size
+        return "git blob id", file.git_sha1.lower(), file_digest(path, hashlib.sha1(header, usedforsecurity=False))
+    return None
+
+
+def _is_current(path: Path, file: RemoteFile) -> bool:
+    if file.size is not None and path.stat().st_size != file.size:
+        return False
+    found = _checksum(path, file)
+    return found is None or found[1] == found[2]
+
+
 def verify(path: Path, file: RemoteFile) -> bool:
     """Check the download against the Hub's checksum; remove it on a mismatch (so a new pull
     downloads it again). False when the Hub gave no checksum to check against."""
-    if file.sha256:
-        kind, expected, actual = "sha256", file.sha256, file_digest(path, hashlib.sha256())
-    elif file.git_sha1:
-        header = b"blob %d\0" % path.stat().st_size
-        kind, expected = "git blob id", file.git_sha1
-        actual = file_digest(path, hashlib.sha1(header, usedforsecurity=False))
-    else:
+    found = _checksum(path, file)
+    if found is None:
         return False
-    if actual.lower() != expected.lower():
+    kind, expected, actual = found
+    if actual != expected:
         path.unlink(missing_ok=True)
         raise PullError(f"checksum mismatch for {file.path}: the Hub lists {kind} {expected}, the download has "
                         f"{actual}; removed it and registered nothing (pull again to retry)")
@@ -299,9 +338,9 @@ def verify(path: Path, file: RemoteFile) -> bool:
 
 
 def fetch(repo_id: str, file: RemoteFile, commit: str, token: str | None) -> Path:
-    """Download one file and check it."""
+    """Download one file, checked (see `download`)."""
     path = download(repo_id, file, commit, token)
-    if verify(path, file):
+    if file.sha256 or file.git_sha1:
         print(f"verified {file.path}", file=sys.stderr)
     else:
         print(f"note: the Hub lists no checksum for {file.path}; size checked only", file=sys.stderr)
@@ -323,12 +362,6 @@ def _first_line(error: BaseException | str) -> str:
     if lines:
         return lines[0]
     return type(error).__name__ if isinstance(error, BaseException) else "no details"
-
-
-def _is_network_error(error: BaseException) -> bool:
-    """Connection failures come up as the HTTP client's own exceptions (httpx2 in huggingface_hub
-    2.x, httpx in 1.x); matching on the module keeps this file off that undeclared dependency."""
-    return type(error).__module__.split(".")[0] in ("httpx", "httpx2", "httpcore", "requests", "urllib3")
 
 
 @contextmanager
@@ -367,7 +400,7 @@ def hub_errors(target: Target) -> Iterator[None]:
     except HFValidationError as error:
         raise PullError(f"{repo!r} is not a Hub repo id: {_first_line(error)}") from None
     except Exception as error:
-        if _is_network_error(error):
+        if resumable.is_network_error(error):
             raise PullError(f"cannot reach the Hub at {_endpoint()}: {_first_line(error)}") from None
         raise
 
@@ -392,22 +425,11 @@ def check_id(model_id: str) -> ModelEntry | None:
     return existing
 
 
-def _size(size: int | None) -> str:
-    if size is None:
-        return "size unknown"
-    if size < 1024:
-        return f"{size} B"
-    value, units = size / 1024, ["KiB", "MiB", "GiB", "TiB"]
-    while value >= 1024 and len(units) > 1:
-        value, units = value / 1024, units[1:]
-    return f"{value:.1f} {units[0]}"
-
-
 def describe(repo_id: str, commit: str, model: Model, projector: RemoteFile | None) -> str:
     """The line printed before downloading: what, from which commit, how big."""
     parts = f", {len(model.parts)} parts" if len(model.parts) > 1 else ""
-    extra = f"; projector {projector.path}, {_size(projector.size)}" if projector else ""
-    return f"pulling {repo_id}@{commit[:12]}: {model.label} ({_size(model.size)}{parts}{extra})"
+    extra = f"; projector {projector.path}, {human_size(projector.size)}" if projector else ""
+    return f"pulling {repo_id}@{commit[:12]}: {model.label} ({human_size(model.size)}{parts}{extra})"
 
 
 def list_files(target: Target, token: str | None) -> tuple[list[RemoteFile], str]:
@@ -431,6 +453,8 @@ def pull(args: argparse.Namespace) -> int:
         replaced = check_id(model_id)
         wanted = [*model.parts, *([projector] if projector else [])]
         print(describe(target.repo_id, commit, model, projector), file=sys.stderr)
+        folder = repo_folder(target.repo_id)
+        resumable.check_space(folder, sum(resumable.still_needed(folder / f.path, f.size) for f in wanted))
         paths = [fetch(target.repo_id, file, commit, token) for file in wanted]
     entry: dict[str, Any] = {"id": model_id, "file": paths[0]}
     if projector:
@@ -453,7 +477,7 @@ def run(args: argparse.Namespace) -> int:
     except PullError as error:
         print(f"fireside: {error}", file=sys.stderr)
     except KeyboardInterrupt:
-        print("fireside: pull interrupted; the partial download was discarded", file=sys.stderr)
+        print("fireside: pull interrupted; pull again to continue the download", file=sys.stderr)
         return 130
     except OSError as error:  # disk full, permission denied, a models folder that is a file...
         print(f"fireside: {_first_line(error)}", file=sys.stderr)
@@ -466,7 +490,8 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
         "pull", help="download a GGUF model from the Hugging Face Hub and add it to the config",
         description="Download a GGUF model from the Hugging Face Hub (split parts and a multimodal "
                     "projector beside it included), check it against the Hub's sha256 and add it to the "
-                    "config under a model id.",
+                    "config under a model id. A pull that stopped midway (killed, interrupted, out of disk space) "
+                    "continues where it stopped when run again.",
         epilog=f"Files go to {models_dir()}/<owner>/<repo>/<file> (FIRESIDE_MODELS_DIR moves it). "
                "HF_ENDPOINT points at a Hub mirror.",
     )
