@@ -72,6 +72,11 @@ class EmbeddingQueue:
     def drop(self, handle: JobHandle) -> None:
         self._waiting = deque(item for item in self._waiting if item[0] is not handle)
 
+    def fail_all(self, error: Exception, emit: Emit) -> None:
+        for handle in {handle for handle, _ in self._waiting}:
+            emit(handle, JobFailed(error))
+        self._waiting.clear()
+
     def step(self, emit: Emit) -> None:
         """Embed one batch of the waiting inputs; a failed batch fails the jobs it held."""
         context = self.context()

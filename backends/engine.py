@@ -69,6 +69,7 @@ MIN_COPY_GAIN = 16
 # Steps a gap between busy slots may last before sequences move to close it: a burst of
 # arrivals usually fills it sooner.
 COMPACT_AFTER = 4
+_WAKE = object()  # an inbox item that only wakes the scheduler
 ALTERNATE_FROM = 512  # prompt tokens from which a prefill steps apart from decoding streams
 
 
@@ -227,12 +228,11 @@ class Engine:
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
         self._logprobs = LogprobComputer(model.n_vocab)
         self._prompt_rows: list[tuple[_Sequence, int, int]] = []  # (sequence, batch row, prompt position)
-        self._inbox: queue.SimpleQueue[JobHandle | None] = queue.SimpleQueue()
+        self._inbox: queue.SimpleQueue[JobHandle | object | None] = queue.SimpleQueue()
         self._waiting: deque[_Waiting] = deque()
         self._active: list[_Sequence] = []
         self._prefilling: set[tuple[JobHandle, int]] = set()  # groups whose prefill is running
-        self._unstarted: set[JobHandle] = set()
-        self._queued_requests = 0
+        self._unstarted: set[JobHandle] = set()  # requests none of whose choices started (under _queue_lock)
         self._queue_lock = threading.Lock()
         self._steps = 0
         self._gapped_steps = 0
@@ -243,6 +243,7 @@ class Engine:
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
         self._embeddings = EmbeddingQueue(model, options.embedding, options.threads)
         self._closing = False
+        self._aborting: Exception | None = None
         self._notifier.start()
         self._thread.start()
 
@@ -254,11 +255,14 @@ class Engine:
 
     def submit(self, job: GenerationJob | EmbeddingJob) -> JobHandle:
         """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
-        with self._queue_lock:
-            if self._queued_requests >= self.options.max_queue:
-                raise QueueFull(self._queued_requests, retry_after=1)
-            self._queued_requests += 1
         handle = JobHandle(job, asyncio.get_running_loop())
+        with self._queue_lock:
+            if len(self._unstarted) >= self.options.max_queue:
+                # a request whose client left holds no place, even before the scheduler drops it
+                waiting = sum(1 for queued in self._unstarted if not queued.cancelled)
+                if waiting >= self.options.max_queue:
+                    raise QueueFull(waiting, retry_after=1)
+            self._unstarted.add(handle)
         self._inbox.put(handle)
         return handle
 
@@ -268,9 +272,14 @@ class Engine:
             slots=self.options.parallel,
             busy_slots=len(self._active),
             queued_choices=len(self._waiting),
-            queued_requests=self._queued_requests,
+            queued_requests=len(self._unstarted),
             kv_used=sum(len(slot.tokens) for slot in self._slots),
         )
+
+    def abort(self, error: Exception) -> None:
+        """End every running and queued job with `error`, from any thread (the server stops)."""
+        self._aborting = error
+        self._inbox.put(_WAKE)
 
     def close(self) -> None:
         if self._closing:
@@ -296,6 +305,8 @@ class Engine:
             idle = not self._active and not self._waiting and not self._embeddings.pending
             if not self._take_inbox(block=idle):
                 break
+            if self._aborting is not None:
+                self._fail_all(self._aborting)
             self._drop_cancelled()
             self._fill_slots()
             if self._active:
@@ -323,7 +334,8 @@ class Engine:
         while True:
             if handle is None:
                 return False
-            self._enqueue(handle)
+            if handle is not _WAKE:
+                self._enqueue(handle)
             try:
                 handle = self._inbox.get_nowait()
             except queue.Empty:
@@ -331,7 +343,6 @@ class Engine:
 
     def _enqueue(self, handle: JobHandle) -> None:
         job = handle.job
-        self._unstarted.add(handle)
         if isinstance(job, EmbeddingJob):  # no slot to wait for: queued with the embedding context
             self._mark_started(handle)
             self._embeddings.add(handle, self._emit)
@@ -354,10 +365,8 @@ class Engine:
 
     def _mark_started(self, handle: JobHandle) -> None:
         """The job no longer waits as a whole: it stops counting against `max_queue`."""
-        if handle in self._unstarted:
+        with self._queue_lock:
             self._unstarted.discard(handle)
-            with self._queue_lock:
-                self._queued_requests -= 1
 
     def _drop_cancelled(self) -> None:
         """Clients that went away: queued choices are dropped before any prefill, slots freed."""
@@ -764,6 +773,11 @@ class Engine:
         self._prefilling = {group for group in self._prefilling if group[0] is not handle}
         self._mark_started(handle)
         self._emit(handle, JobFailed(error))
+
+    def _fail_all(self, error: Exception) -> None:
+        for handle in {w.handle for w in self._waiting} | {seq.handle for seq in self._active}:
+            self._fail(handle, error)
+        self._embeddings.fail_all(error, self._emit)
 
     def _release(self, seq: _Sequence) -> None:
         """Free the slot; its cache stays for the next request sharing the prefix."""

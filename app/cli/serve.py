@@ -10,7 +10,7 @@ import signal
 import sys
 from pathlib import Path
 
-from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
+from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SHUTDOWN_GRACE
 from app.config import (
     DRAFT_MODES,
     Config,
@@ -104,6 +104,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="the multimodal projector (mmproj GGUF) of the --model before it: it reads images")
     serve.add_argument("--allow-private-media-urls", action="store_true",
                        help="fetch image URLs on loopback, private and link-local addresses too (refused by default)")
+    serve.add_argument("--shutdown-grace", type=float, default=DEFAULT_SHUTDOWN_GRACE, metavar="SECONDS",
+                       help="on SIGTERM or SIGINT, how long running requests may go on to their end while new ones "
+                            "get 503; then they end with an error chunk and the server exits 0 (a second signal: at once; "
+                            f"default {DEFAULT_SHUTDOWN_GRACE:g})")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
     serve.add_argument("--log-prompts", action="store_true",
                        help="include prompt and output text (truncated) in the request log lines")
@@ -152,11 +156,16 @@ def engine_options(args: argparse.Namespace) -> EngineOptions:
 def run(args: argparse.Namespace) -> int:
     import uvicorn
 
+    from app.cli.preflight import startup_problem
     from app.server.app import create_app
+    from app.server.shutdown import Drain, DrainingServer
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     options = engine_options(args)
+    if problem := startup_problem(args.host, args.port):  # a port taken, a data folder not writable
+        print(f"fireside: {problem}", file=sys.stderr)
+        return 1
     try:  # before loading anything: a refused start must be quick
         security_settings = security.settings_from_args(args)
         bind_warning = security.check_bind(args.host, security_settings, args.insecure)
@@ -198,11 +207,13 @@ def run(args: argparse.Namespace) -> int:
               flush=True)
         settings = ApiSettings(max_logprobs=max(0, args.max_logprobs), security=security_settings,
                                log_prompts=args.log_prompts, media=MediaPolicy(allow_private=args.allow_private_media_urls))
-        config = uvicorn.Config(create_app(registry, settings), host=args.host, port=args.port,
+        drain = Drain()
+        config = uvicorn.Config(create_app(registry, settings, drain), host=args.host, port=args.port,
                                 log_level="warning", timeout_graceful_shutdown=2)
-        server = uvicorn.Server(config)
-        # uvicorn shuts down gracefully on SIGTERM and SIGINT, then raises the signal again: it
-        # must end in the `finally` below (the models close, their prompt caches are saved)
+        server = DrainingServer(config, drain, lambda error: [served.engine.abort(error) for served in registry],
+                                grace=max(0.0, args.shutdown_grace))
+        # the server drains, stops, then raises the signal again: it must end in the `finally`
+        # below (the models close, their prompt caches are saved)
         for stop in (signal.SIGTERM, signal.SIGINT):
             signal.signal(stop, _stopped)
         server.run()

@@ -24,6 +24,7 @@ from app.server.metrics import install_observability
 from app.server.openapi import openapi_document
 from app.server.page import ROUTES as PAGE_ROUTES
 from app.server.settings import ApiSettings
+from app.server.shutdown import Drain
 from app.server.state import attach
 from backends.registry import ModelRegistry
 
@@ -55,8 +56,10 @@ def _unexpected_error(_: Request, error: Exception) -> Response:
     return Response(body, status_code=HTTP_500_INTERNAL_SERVER_ERROR)
 
 
-def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> Litestar:
+def create_app(registry: ModelRegistry, settings: ApiSettings | None = None, drain: Drain | None = None) -> Litestar:
+    """The app; with `drain`, it refuses new requests while `drain` says so (the server stops)."""
     settings = settings or ApiSettings()
+    drain = drain or Drain()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
                         *TGI_ROUTES, *OLLAMA_ROUTES,
@@ -70,12 +73,14 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None) -> 
         },
         openapi_config=None,  # our own document, generated from the request Structs (app.server.openapi)
         request_max_body_size=settings.security.max_body_bytes,
-        guards=security.api_key_guards(settings.security),  # API keys; open paths: security.OPEN_PATHS
+        # API keys (open paths: security.is_open_path), then a 503 while the server drains
+        guards=[*security.api_key_guards(settings.security), drain.guard],
         middleware=security.cors_middleware(settings.security),
         logging_config=None,  # the command line's logging: one plain line per record
         on_startup=[registry.start],  # the keep-alive reaper runs on the serving loop
         on_shutdown=[registry.stop],
     )
-    attach(app, registry, settings)
+    attach(app, registry, settings, drain)
     install_observability(app)  # GET /metrics, per-request metrics and log line
+    app.asgi_handler = drain.wrap(app.asgi_handler)
     return app

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 
 import msgspec
-from litestar import Request, get
+from litestar import Request, Response, get
 
 from app.server.state import registry
 
@@ -25,5 +25,8 @@ class Health(msgspec.Struct):
 
 
 @get("/health")
-async def health(request: Request) -> Health:
-    return Health("ok", [ModelHealth(served.id, **dataclasses.asdict(served.engine.load())) for served in registry(request)])
+async def health(request: Request) -> Response[Health]:
+    """200 `ok` while serving; 503 `draining` once the server is stopping (see app.server.shutdown)."""
+    draining = request.app.state.drain.draining
+    models = [ModelHealth(served.id, **dataclasses.asdict(served.engine.load())) for served in registry(request)]
+    return Response(Health("draining" if draining else "ok", models), status_code=503 if draining else 200)

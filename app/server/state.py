@@ -6,12 +6,14 @@ from litestar import Litestar, Request
 
 from app.run import RequestContext
 from app.server.settings import ApiSettings
+from app.server.shutdown import Drain
 from backends.registry import ModelRegistry
 
 
-def attach(app: Litestar, registry: ModelRegistry, settings: ApiSettings) -> None:
+def attach(app: Litestar, registry: ModelRegistry, settings: ApiSettings, drain: Drain) -> None:
     app.state.registry = registry
     app.state.settings = settings
+    app.state.drain = drain
 
 
 def registry(request: Request) -> ModelRegistry:
