@@ -26,10 +26,16 @@ top_p = 0.9
 
 Read with the standard library's TOML rules through tomlkit, which also edits the file (`fireside
 pull` adds an entry, `fireside rm` removes one) without losing the user's comments and layout.
+An error names the file, the line and the key (`config.toml:7: models[0].gpu_layers: ...`). Every
+edit replaces the file at once (a new file beside it, synced, then renamed over it), so a reader
+(a running server loading a model, `fireside models`) sees the old config or the new one, never
+half of one; a running server reads a model's entry again each time it loads that model.
 """
 
 from __future__ import annotations
 
+import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,9 +45,12 @@ import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
 from app import sizes
+from app.atomic_file import replace_file
 from app.locations import config_file, models_dir
+from app.toml_places import Places
 from backends.embedder import Pooling
 from backends.kv_cache import CACHE_TYPES
+from backends.llama_model import ModelLoadError
 from backends.registry import ModelSpec
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
@@ -54,7 +63,7 @@ SAMPLING_FIELDS = frozenset({
 GpuLayers = int | Literal["auto"]
 
 
-class ConfigError(Exception):
+class ConfigError(ValueError):
     """The config file cannot be read or says something impossible; the message names the place."""
 
 
@@ -75,6 +84,7 @@ class ModelEntry:
     pooling: str | None = None  # a `backends.embedder.Pooling` name
     cache_type: str | None = None  # the KV cache's element type; None: --cache-type
     draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
+    source: Path | None = field(default=None, compare=False)  # the config file it was read from
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -142,91 +152,129 @@ def _path(value: Any, base: Path, where: str) -> Path:
     return path if path.is_absolute() else base / path
 
 
-def _entry(raw: Any, index: int, config_path: Path) -> ModelEntry:
-    where = f"{config_path}: models[{index}]"
+MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
+                        "sampling", "mmproj", "pooling", "cache_type", "draft"})
+TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
+
+
+def _unknown(names: Any, known: frozenset[str]) -> tuple[str, str] | None:
+    """The first name not in `known`, and `unknown key 'contxt_size' (did you mean 'context_size'?
+    known: ...)`; None when all are known."""
+    unknown = set(names) - known
+    if not unknown:
+        return None
+    name = min(unknown)
+    close = difflib.get_close_matches(name, sorted(known), n=1)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return name, f"unknown key {name!r} ({guess}known: {', '.join(sorted(known))})"
+
+
+def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
+    def where(*key: str) -> str:
+        return places.where(("models", index, *key))
+
     if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: expected a table")
-    known = {"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive", "sampling", "mmproj",
-             "pooling", "cache_type", "draft"}
-    unknown = sorted(set(raw) - known)
+        raise ConfigError(f"{where()}: expected a table")
+    unknown = _unknown(raw, MODEL_KEYS)
     if unknown:
-        raise ConfigError(f"{where}: unknown key {unknown[0]!r} (known: {', '.join(sorted(known))})")
+        name, complaint = unknown
+        raise ConfigError(f"{places.where(('models', index), line_of=('models', index, name))}: {complaint}")
     model_id = raw.get("id")
     if not isinstance(model_id, str) or not model_id:
-        raise ConfigError(f"{where}: id is required")
+        raise ConfigError(f"{where()}: id is required")
     aliases = raw.get("aliases", [])
     if not isinstance(aliases, list) or not all(isinstance(a, str) and a for a in aliases):
-        raise ConfigError(f"{where}: aliases is a list of names")
+        raise ConfigError(f"{where('aliases')}: aliases is a list of names")
     context = raw.get("context_size", 0)
     if isinstance(context, bool) or not isinstance(context, int) or context < 0:
-        raise ConfigError(f"{where}: context_size is a number of tokens")
+        raise ConfigError(f"{where('context_size')}: context_size is a number of tokens")
     pooling = raw.get("pooling")
     if pooling is not None and pooling not in POOLINGS:
-        raise ConfigError(f"{where}: pooling is one of {', '.join(POOLINGS)}, got {pooling!r}")
+        raise ConfigError(f"{where('pooling')}: pooling is one of {', '.join(POOLINGS)}, got {pooling!r}")
     cache_type = raw.get("cache_type")
     if cache_type is not None and cache_type not in CACHE_TYPES:
-        raise ConfigError(f"{where}: cache_type is one of {', '.join(CACHE_TYPES)}, got {cache_type!r}")
+        raise ConfigError(f"{where('cache_type')}: cache_type is one of {', '.join(CACHE_TYPES)}, got {cache_type!r}")
     draft = raw.get("draft")
     if draft is not None and draft not in DRAFT_MODES:
-        raise ConfigError(f"{where}: draft is one of {', '.join(DRAFT_MODES)}, got {draft!r}")
-    sampling = dict(raw.get("sampling", {}))
-    unknown = sorted(set(sampling) - SAMPLING_FIELDS)
+        raise ConfigError(f"{where('draft')}: draft is one of {', '.join(DRAFT_MODES)}, got {draft!r}")
+    sampling = raw.get("sampling", {})
+    if not isinstance(sampling, dict):
+        raise ConfigError(f"{where('sampling')}: sampling is a table ([models.sampling])")
+    unknown = _unknown(sampling, SAMPLING_FIELDS)
     if unknown:
-        raise ConfigError(f"{where}.sampling: unknown field {unknown[0]!r} (known: {', '.join(sorted(SAMPLING_FIELDS))})")
+        name, complaint = unknown
+        line_of = ("models", index, "sampling", name)
+        raise ConfigError(f"{places.where(('models', index, 'sampling'), line_of=line_of)}: {complaint}")
+    config_path = places.path
     return ModelEntry(
         id=model_id,
-        file=_path(raw.get("file"), models_dir(), f"{where}.file"),
+        file=_path(raw.get("file"), models_dir(), where("file")),
         aliases=tuple(aliases),
         context_size=context,
-        gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), f"{where}.gpu_layers"),
-        chat_template=_path(raw["chat_template"], config_path.parent, f"{where}.chat_template")
+        gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), where("gpu_layers")),
+        chat_template=_path(raw["chat_template"], config_path.parent, where("chat_template"))
         if "chat_template" in raw else None,
-        keep_alive=parse_duration(raw.get("keep_alive", DEFAULT_KEEP_ALIVE), f"{where}.keep_alive"),
-        sampling=sampling,
-        mmproj=_path(raw["mmproj"], models_dir(), f"{where}.mmproj") if "mmproj" in raw else None,
+        keep_alive=parse_duration(raw.get("keep_alive", DEFAULT_KEEP_ALIVE), where("keep_alive")),
+        sampling=dict(sampling),
+        mmproj=_path(raw["mmproj"], models_dir(), where("mmproj")) if "mmproj" in raw else None,
         pooling=pooling,
         cache_type=cache_type,
         draft=draft,
+        source=config_path,
     )
+
+
+def _parse(path: Path, text: str) -> tuple[tomlkit.TOMLDocument, Places]:
+    places = Places(path, text)
+    try:
+        return tomlkit.parse(text), places
+    except TOMLKitError as error:
+        raise ConfigError(places.syntax_error(error)) from None
 
 
 def load_config(path: Path | None = None) -> Config:
     """The config at `path` (default: the platform's config file); an empty one when missing."""
     path = path or config_file()
-    if not path.exists():
-        return Config(path)
     try:
-        document = tomlkit.parse(path.read_text(encoding="utf-8")).unwrap()
-    except (OSError, TOMLKitError) as error:
+        text = path.read_text(encoding="utf-8")  # one read: the whole file as one edit left it
+    except FileNotFoundError:
+        return Config(path)
+    except (OSError, UnicodeDecodeError) as error:
         raise ConfigError(f"{path}: {error}") from None
-    unknown = sorted(set(document) - {"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
+    parsed, places = _parse(path, text)
+    document = parsed.unwrap()
+    unknown = _unknown(document, TOP_LEVEL_KEYS)
     if unknown:
-        raise ConfigError(f"{path}: unknown key {unknown[0]!r}")
+        name, complaint = unknown
+        raise ConfigError(f"{places.where((), line_of=(name,))}: {complaint}")
     raw_models = document.get("models", [])
     if not isinstance(raw_models, list):
-        raise ConfigError(f"{path}: models is an array of tables ([[models]])")
-    models = tuple(_entry(raw, i, path) for i, raw in enumerate(raw_models))
+        raise ConfigError(f"{places.where(('models',))}: models is an array of tables ([[models]])")
+    models = tuple(_entry(raw, i, places) for i, raw in enumerate(raw_models))
     seen: dict[str, str] = {}
-    for entry in models:
+    for index, entry in enumerate(models):
         for name in entry.names:
             if name in seen:
-                raise ConfigError(f"{path}: the name {name!r} is used by {seen[name]!r} and {entry.id!r}")
+                key = ("models", index, "id" if name == entry.id else "aliases")
+                raise ConfigError(f"{places.where(key)}: the name {name!r} is used by {seen[name]!r} and {entry.id!r}")
             seen[name] = entry.id
     max_loaded = document.get("max_loaded")
     if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int) or max_loaded < 1):
-        raise ConfigError(f"{path}: max_loaded is 1 or more")
+        raise ConfigError(f"{places.where(('max_loaded',))}: max_loaded is 1 or more")
     budget = document.get("memory_budget")
     disk = document.get("prompt_cache_disk")
     if disk is not None:
-        disk = 0 if disk in (0, "0") else parse_size(disk, f"{path}: prompt_cache_disk")  # 0: keep none
-    return Config(path, models, max_loaded, parse_size(budget, f"{path}: memory_budget") if budget is not None else None,
-                  disk)
+        disk = 0 if disk in (0, "0") else parse_size(disk, places.where(("prompt_cache_disk",)))  # 0: keep none
+    return Config(path, models, max_loaded,
+                  parse_size(budget, places.where(("memory_budget",))) if budget is not None else None, disk)
 
 
 def _document(path: Path) -> tomlkit.TOMLDocument:
-    if not path.exists():
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
         return tomlkit.document()
-    return tomlkit.parse(path.read_text(encoding="utf-8"))
+    return _parse(path, text)[0]
 
 
 def add_model(entry: dict[str, Any], path: Path | None = None) -> Path:
@@ -245,16 +293,13 @@ def add_model(entry: dict[str, Any], path: Path | None = None) -> Path:
         models.append(table)
     for key, value in entry.items():
         table[key] = _relative(value, models_dir()) if isinstance(value, Path) else value
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    replace_file(path, tomlkit.dumps(document))
     return path
 
 
 def remove_model(model_id: str, path: Path | None = None) -> bool:
     """Drop the `[[models]]` table with this id (or alias); False when there is none."""
     path = path or config_file()
-    if not path.exists():
-        return False
     document = _document(path)
     models = document.get("models")
     if not models:
@@ -265,7 +310,7 @@ def remove_model(model_id: str, path: Path | None = None) -> bool:
     models.clear()
     for t in kept:
         models.append(t)
-    path.write_text(tomlkit.dumps(document), encoding="utf-8")
+    replace_file(path, tomlkit.dumps(document))
     return True
 
 
@@ -277,8 +322,19 @@ def _relative(path: Path, base: Path) -> str:
 
 
 def served_spec(entry: ModelEntry) -> ModelSpec:
-    """A configured model as the registry serves it: loaded on first use."""
+    """A configured model as the registry serves it: loaded on first use, with its entry read
+    again from the config file before each load."""
+    reread = functools.partial(_reread, entry.source, entry.id) if entry.source is not None else None
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, draft=entry.draft, eager=False)
+                     cache_type=entry.cache_type, draft=entry.draft, eager=False, reread=reread)
+
+
+def _reread(path: Path, model_id: str) -> ModelSpec:
+    """The model `model_id` as the config at `path` gives it now (ConfigError, a ValueError, when
+    the file cannot be read; ModelLoadError when the model is no longer in it)."""
+    entry = next((m for m in load_config(path).models if m.id == model_id), None)
+    if entry is None:
+        raise ModelLoadError(f"{model_id} is no longer in the config file {path}")
+    return served_spec(entry)

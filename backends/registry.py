@@ -8,6 +8,16 @@ lease is unloaded after its keep-alive, or earlier when another model needs room
 lease to end rather than failing, and never lands on a model that is being unloaded: it waits
 for the unload and loads the model again. One task makes room for a model and loads it, however
 many requests wait for it, and a request that leaves does not stop it.
+
+Before a load: a config model's settings are read again from the config file (an edit applies at
+its next load; a file that cannot be read leaves them as they were), its file must exist, and its
+estimated memory must fit the memory budget and the system's available memory, or the load is
+refused with the numbers (a 503 for its requests; at start-up, for a command-line model, the
+start fails). At each request: a loaded model whose file was deleted, truncated, rewritten or
+replaced since it loaded is unloaded once its running requests are done, and loads again from
+the file as it is now (as Ollama loads a re-pulled model anew): a good new file serves, a broken
+or missing one is a 503 saying what happened to it. The weights are read into memory, not
+mapped (`ModelOptions.use_mmap`), so requests still running on the old copy finish safely.
 """
 
 from __future__ import annotations
@@ -26,8 +36,13 @@ from typing import TYPE_CHECKING, Any
 
 from backends.embedder import Pooling
 from backends.engine import Engine, EngineOptions
+from backends.ggml_native import GgufError, NativeFunctionMissing
+from backends.gpu_layers import KV_ELEMENT_BYTES, read_model_shape
 from backends.grammar import GrammarCache
-from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
+from backends.kv_cache import CACHE_TYPES
+from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
+from backends.memory import available_memory, describe_bytes
+from backends.model_file import FileStamp, first_change, stamp_files
 
 if TYPE_CHECKING:
     from backends.vision import Projector
@@ -86,6 +101,10 @@ class ModelSpec:
     cache_type: str | None = None  # the KV cache's element type; None: the engine options'
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
+    # Reads this model's settings again where they came from (the config file), before each load:
+    # the spec as it is now. Raises ModelLoadError when the model is no longer there, and
+    # ValueError or OSError when the source cannot be read (the settings stay as they were).
+    reread: Callable[[], ModelSpec] | None = field(default=None, compare=False, repr=False)
 
     @property
     def id(self) -> str:
@@ -107,7 +126,9 @@ class _Entry:
         self.last_used = 0.0
         self.busy: asyncio.Future[None] | None = None  # its load or unload thread is running
         self.loading: asyncio.Task[None] | None = None  # making room for it, then loading it
-        self._size: int | None = None
+        self._need: MemoryNeed | None = None
+        self.stamps: tuple[FileStamp, ...] = ()  # its files as they were when the loaded copy was read
+        self.changed: str | None = None  # what happened to its file since then, until a load succeeds
         self.created = int(time.time())
         self.keep_alive = spec.keep_alive  # a request may change it until the model unloads (Ollama's keep_alive)
 
@@ -121,10 +142,28 @@ class _Entry:
         is still wanted until its waiting requests take their leases."""
         return self.served is not None and self.users == 0 and self.waiting == 0 and self.busy is None
 
-    def size(self, estimate: Callable[[ModelSpec], int]) -> int:
-        if self._size is None:
-            self._size = estimate(self.spec)
-        return self._size
+    def need(self, estimate: Callable[[ModelSpec], MemoryNeed]) -> MemoryNeed:
+        """Its memory, estimated once per load (its file or settings may change while it is unloaded)."""
+        if self._need is None:
+            self._need = estimate(self.spec)
+        return self._need
+
+
+@dataclass(frozen=True)
+class MemoryNeed:
+    """What a model takes when loaded, estimated from its files and metadata."""
+
+    weights: int
+    kv_cache: int
+    tokens: int  # the KV cache's tokens: every slot's context
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache
+
+    def __str__(self) -> str:
+        kv = f" and {describe_bytes(self.kv_cache)} of KV cache for {self.tokens} tokens" if self.kv_cache else ""
+        return f"about {describe_bytes(self.total)} ({describe_bytes(self.weights)} of weights{kv})"
 
 
 class Lease:
@@ -172,7 +211,12 @@ class ModelRegistry:
         try:
             for entry in registry._entries.values():
                 if entry.spec.eager:
+                    registry._check_file(entry.spec)
+                    registry._check_budget(entry)
+                    registry._check_free_memory(entry, reclaimable=[])
+                    stamps = stamp_files(model_files(entry.spec))
                     entry.served = registry._load(entry.spec)
+                    entry.stamps = stamps
                     entry.last_used = registry._clock()
         except BaseException:
             registry.close()
@@ -220,6 +264,14 @@ class ModelRegistry:
                 if pending is not None:  # loading or unloading: wait, then look again
                     await asyncio.shield(pending)
                     continue
+                if entry.served is not None and self._file_changed(entry):
+                    if entry.users == 0:  # nothing runs on the old copy any more
+                        unload = asyncio.get_running_loop().create_task(self._unload(entry, stale=True))
+                        unload.add_done_callback(_retrieve_error)
+                        await asyncio.shield(unload)  # a request that leaves does not cut it off
+                    else:
+                        await self._wait()
+                    continue
                 if entry.served is not None:
                     entry.users += 1
                     entry.last_used = self._clock()
@@ -235,9 +287,19 @@ class ModelRegistry:
         """The one task that makes room for `entry` and loads it; every request for it waits on
         this task, and a request that leaves meanwhile does not stop it (a load cut off halfway
         would leak the model its thread goes on loading)."""
+        entry._need = None
         try:
+            await self._refresh_spec(entry)
+            self._check_file(entry.spec)
+            self._check_budget(entry)
             await self._make_room(entry)
+            await self._make_free_memory(entry)
             await self._load_entry(entry)
+        except ModelLoadError as error:
+            if entry.changed is not None:
+                raise ModelLoadError(f"{entry.changed} while {entry.spec.id} was loaded, and loading it again "
+                                     f"failed: {error}") from None
+            raise
         finally:
             entry.loading = None
 
@@ -255,7 +317,9 @@ class ModelRegistry:
         busy = entry.busy = asyncio.get_running_loop().create_future()
         try:
             log.info("loading %s from %s", entry.spec.id, entry.spec.path)
+            stamps = stamp_files(model_files(entry.spec))  # before reading: a change while it loads shows
             entry.served = await asyncio.to_thread(self._load, entry.spec)
+            entry.stamps, entry.changed = stamps, None
             entry.last_used = self._clock()
         finally:
             busy.set_result(None)  # a failure reaches the waiting requests through `entry.loading`
@@ -269,9 +333,47 @@ class ModelRegistry:
         if self.max_loaded is not None and len(resident) + 1 > self.max_loaded:
             return True
         if self.memory_budget is not None and resident:
-            used = sum(e.size(self.estimate_bytes) for e in resident)
-            return used + adding.size(self.estimate_bytes) > self.memory_budget
+            used = sum(e.need(self.estimate).total for e in resident)
+            return used + adding.need(self.estimate).total > self.memory_budget
         return False
+
+    def _check_budget(self, entry: _Entry) -> None:
+        """A model that alone takes more than the budget never fits: refused, not waited for."""
+        need = entry.need(self.estimate)
+        if self.memory_budget is not None and need.total > self.memory_budget:
+            raise ModelLoadError(f"{entry.spec.id} needs {need}, more than the memory budget of "
+                                 f"{describe_bytes(self.memory_budget)} (--memory-budget or memory_budget)")
+
+    def _check_free_memory(self, entry: _Entry, reclaimable: list[_Entry]) -> int | None:
+        """Refuses a model larger than the available memory and what unloading `reclaimable` would
+        free; returns the available memory (None: unknown, or the model goes to a GPU)."""
+        if entry.spec.gpu_layers != 0 and gpu_offload():
+            return None  # llama.cpp and `gpu_layers = "auto"` fit what goes to the GPU
+        available = available_memory()
+        if available is None:
+            return None
+        need = entry.need(self.estimate)
+        freeable = sum(e.need(self.estimate).total for e in reclaimable)
+        if need.total > available + freeable:
+            idle = f", and {describe_bytes(freeable)} more held by idle models" if freeable else ""
+            raise ModelLoadError(f"{entry.spec.id} needs {need}, more than the free memory: "
+                                 f"{describe_bytes(available)} available{idle}")
+        return available
+
+    async def _make_free_memory(self, adding: _Entry) -> None:
+        """Unload idle models, least recently used first, while `adding` does not fit in the
+        available memory; refuse it when unloading them all would not make it fit."""
+        idle = sorted((e for e in self._entries.values() if e.idle and e is not adding), key=lambda e: e.last_used)
+        available = self._check_free_memory(adding, idle)
+        if available is None:
+            return
+        for victim in idle:
+            if adding.need(self.estimate).total <= available:
+                return
+            if victim.idle:
+                log.info("unloading %s to free memory for %s", victim.spec.id, adding.spec.id)
+                await self._unload(victim)
+                available += victim.need(self.estimate).total
 
     async def _make_room(self, adding: _Entry) -> None:
         """Unload idle models, least recently used first, until `adding` fits; wait for a lease to
@@ -302,9 +404,11 @@ class ModelRegistry:
         if entry.idle:
             asyncio.get_running_loop().create_task(self._unload(entry))
 
-    async def _unload(self, entry: _Entry) -> None:
+    async def _unload(self, entry: _Entry, *, stale: bool = False) -> None:
+        """Unload `entry` if it is idle; `stale`: also while requests wait for it (to load it anew)."""
         served = entry.served
-        if not entry.idle:
+        unused = served is not None and entry.users == 0 and entry.busy is None
+        if not (entry.idle or (stale and unused)):
             return
         busy = entry.busy = asyncio.get_running_loop().create_future()
         entry.served = None  # from here on it is closing, even if this task is cancelled mid-way
@@ -412,6 +516,50 @@ class ModelRegistry:
         for name in [n for n, e in self._by_name.items() if e is entry]:
             del self._by_name[name]
 
+    # ---- what changed since a model was configured or loaded ----------------------------------
+
+    def _file_changed(self, entry: _Entry) -> bool:
+        """Whether the loaded copy of `entry` is no longer its file (noted once, in the log)."""
+        if entry.changed is None:
+            entry.changed = first_change(entry.stamps)
+            if entry.changed is None:
+                return False
+            log.warning("%s: %s; it loads again from the file once its running requests are done",
+                        entry.spec.id, entry.changed)
+        return True
+
+    async def _refresh_spec(self, entry: _Entry) -> None:
+        """The model's settings as its config file gives them now (kept as they were when the
+        file cannot be read: an edit half saved, a syntax error)."""
+        if entry.spec.reread is None:
+            return
+        try:
+            fresh = await asyncio.to_thread(entry.spec.reread)
+        except (ValueError, OSError) as error:
+            log.warning("%s: keeping the settings it had, the config cannot be read: %s", entry.spec.id, error)
+            return
+        if fresh == entry.spec:
+            return
+        for name in fresh.names:
+            other = self._by_name.get(name)
+            if other is not None and other is not entry:
+                raise ModelLoadError(f"the config now names {fresh.id} {name!r}, which {other.spec.id} is served as")
+        log.info("%s: loading with its settings as the config now gives them", fresh.id)
+        for name in entry.spec.names:
+            del self._by_name[name]
+        for name in fresh.names:
+            self._by_name[name] = entry
+        entry.spec, entry._need, entry.keep_alive = fresh, None, fresh.keep_alive
+        if fresh.keep_alive < FOREVER:
+            self._start_reaper()
+
+    @staticmethod
+    def _check_file(spec: ModelSpec) -> None:
+        for path, what in ((spec.path, "model file"), (spec.mmproj, "projector file"),
+                           (spec.chat_template, "chat template")):
+            if path is not None and not path.is_file():
+                raise ModelLoadError(f"{what} of {spec.id} not found: {path}")
+
     # ---- loading ------------------------------------------------------------------------------
 
     def _load(self, spec: ModelSpec) -> ServedModel:
@@ -453,26 +601,22 @@ class ModelRegistry:
                            dict(spec.sampling), projector=projector)
 
     def estimate_bytes(self, spec: ModelSpec) -> int:
-        """Memory a model takes when loaded: its weights (the GGUF files) and its KV cache (f16,
-        for every slot's context), from the GGUF's metadata."""
+        return self.estimate(spec).total
+
+    def estimate(self, spec: ModelSpec) -> MemoryNeed:
+        """Memory a model takes when loaded: its weights (the GGUF files) and its KV cache (every
+        slot's context, in its cache type), from the GGUF's metadata (ggml's reader: no vocabulary
+        is built, tens of milliseconds where a vocab-only load takes a second on a large vocabulary)."""
         weights = sum(p.stat().st_size for p in gguf_parts(spec.path))
         try:
-            meta = LlamaModel(spec.path, ModelOptions(vocab_only=True))
-        except ModelLoadError:
-            return weights
-        try:
-            arch = meta.metadata("general.architecture") or ""
-            layers = int(meta.metadata(f"{arch}.block_count") or 0)
-            embd = int(meta.metadata(f"{arch}.embedding_length") or 0)
-            heads = int(meta.metadata(f"{arch}.attention.head_count") or 1)
-            kv_heads = int(meta.metadata(f"{arch}.attention.head_count_kv") or heads)
-            ctx = (spec.ctx_size or self.engine_options.ctx_size
-                   or min(meta.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
-        except ValueError:
-            return weights
-        finally:
-            meta.close()
-        return weights + ctx * layers * 2 * (embd * kv_heads // max(heads, 1)) * 2
+            shape = read_model_shape(spec.path)
+        except (GgufError, NativeFunctionMissing, OSError, ValueError):
+            return MemoryNeed(weights, 0, 0)
+        tokens = (spec.ctx_size or self.engine_options.ctx_size
+                  or min(shape.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
+        element = CACHE_TYPES[spec.cache_type or self.engine_options.cache_type][1]
+        kv_cache = tokens * sum(shape.kv_bytes_per_token) * element / KV_ELEMENT_BYTES  # the shape counts f16
+        return MemoryNeed(weights, int(kv_cache), tokens)
 
     def close(self) -> None:
         for entry in self._entries.values():
@@ -492,6 +636,11 @@ def _close(served: ServedModel) -> None:
     if served.projector is not None:
         served.projector.close()
     served.model.close()
+
+
+def model_files(spec: ModelSpec) -> list[Path]:
+    """The files a load reads: the GGUF's parts and the projector."""
+    return [*gguf_parts(spec.path), *([spec.mmproj] if spec.mmproj is not None else [])]
 
 
 def gguf_parts(path: Path) -> list[Path]:

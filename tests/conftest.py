@@ -189,7 +189,7 @@ def gemma_path() -> Path:
 @pytest.fixture(scope="session")
 def gemma_server(gemma_path: Path) -> Iterator[RunningServer]:
     """One Gemma server for the session: the model under GEMMA with the Gemma chat template and
-    under GEMMA_BARE without one (the weights are mapped once), 2 slots of 1024 tokens each."""
+    under GEMMA_BARE without one (each loads its own copy of the weights, about 290 MiB), 2 slots of 1024 tokens each."""
     running = start_server("--model", str(gemma_path), "--alias", GEMMA, "--chat-template", str(GEMMA_TEMPLATE),
                            "--model", str(gemma_path), "--alias", GEMMA_BARE, "--ctx-size", "1024", "--parallel", "2")
     OutputReader(running.process)  # a full pipe would block the server on its request log lines
