@@ -191,7 +191,8 @@ def note_error(message: str) -> None:
 # ---- the line ----------------------------------------------------------------------------
 
 def error_message(body: bytes) -> str | None:
-    """The message of an error body in either error shape (OpenAI's, or the 422 `detail` list)."""
+    """The message of an error body in any of the front doors' shapes: OpenAI's and Anthropic's
+    `error.message`, Ollama's and TGI's `error` string, or the 422 `detail` list."""
     try:
         data = json.loads(body)
     except ValueError:
@@ -200,6 +201,8 @@ def error_message(body: bytes) -> str | None:
         error = data.get("error")
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             return error["message"]
+        if isinstance(error, str):
+            return error
         detail = data.get("detail")
         if isinstance(detail, list) and detail and isinstance(detail[0], dict):
             first = detail[0]

@@ -195,7 +195,7 @@ def check_bind(host: str, settings: SecuritySettings, insecure: bool) -> str | N
 # --- CORS ------------------------------------------------------------------------------------
 
 _ORIGIN = re.compile(r"^(https?)://([a-z0-9.\-]+|\[[0-9a-f:.]+\])(:\d{1,5})?$")
-CORS_METHODS = "GET, POST, OPTIONS"
+CORS_METHODS = "GET, POST, DELETE, OPTIONS"  # DELETE: /v1/responses/{id}, /api/delete
 CORS_DEFAULT_HEADERS = "authorization, content-type"
 CORS_MAX_AGE = "600"
 
