@@ -84,7 +84,8 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
         budget = written_reasoning_budget(served, plan.reasoning, [p.text for p in prompts])
     requested = plan.max_tokens if plan.max_tokens is not None else served.defaults.get("max_tokens")
     specs = tuple(PromptSpec(tuple(p.tokens), fit_max_tokens(len(p.tokens), requested, plan.default_max_tokens,
-                                                             served.engine.ctx_size, plan.overflow), p.images)
+                                                             served.engine.ctx_size, plan.overflow,
+                                                             limit=served.engine.request_limit), p.images)
                   for p in prompts)
     if chat is not None:
         assert isinstance(plan.input, Conversation)
@@ -128,21 +129,27 @@ def _chat_constraint(served: ServedModel, chat: ChatFormat, plan: RequestPlan, p
 
 
 def fit_max_tokens(prompt_tokens: int, requested: int | None, default: int | None,
-                   ctx_size: int, behavior: str) -> int:
-    """The completion budget of one prompt in a `ctx_size` window (`context_length_exceeded_behavior`)."""
-    if prompt_tokens > ctx_size:
+                   ctx_size: int, behavior: str, *, limit: int | None = None) -> int:
+    """The completion budget of one prompt (`context_length_exceeded_behavior`).
+
+    A request's window is `ctx_size` (one slot's share of the KV pool) when its prompt and the
+    completion it asks for fit there; one that needs more may take up to `limit` tokens (the
+    whole pool, served when the other slots make room; see backends.kv_pool)."""
+    limit = max(limit or ctx_size, ctx_size)
+    wanted = requested if requested is not None else default
+    window = ctx_size if prompt_tokens + (wanted or 0) <= ctx_size else limit
+    if prompt_tokens > window:
         raise BadRequest(
-            f"This model's maximum context length is {ctx_size} tokens. However, your prompt has "
+            f"This model's maximum context length is {window} tokens. However, your prompt has "
             f"{prompt_tokens} tokens.",
             param="prompt", code="context_length_exceeded",
         )
-    room = ctx_size - prompt_tokens
-    wanted = requested if requested is not None else default
+    room = window - prompt_tokens
     if wanted is None:
         return room
     if wanted > room and behavior == "error":
         raise BadRequest(
-            f"This model's maximum context length is {ctx_size} tokens. However, you requested "
+            f"This model's maximum context length is {window} tokens. However, you requested "
             f"{prompt_tokens + wanted} tokens ({prompt_tokens} in the prompt, {wanted} for the "
             "completion). Please reduce the prompt or max_tokens.",
             param="max_tokens", code="context_length_exceeded",

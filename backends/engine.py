@@ -1,17 +1,16 @@
 """The engine: one llama.cpp context, one scheduler thread, several sequences (slots).
 
 The scheduler thread owns the context and is the only thread that decodes or samples. The
-asyncio side hands it jobs through a thread-safe inbox. Each step's events go, in one batch, to
-a notifier thread right before the next decode, and it wakes the event loop with
-`loop.call_soon_threadsafe`: the loop does its work while the scheduler is in C without the
-GIL. Whole-answer jobs are woken only when a choice ends.
+asyncio side hands it jobs through a thread-safe inbox; events go back through the `Outbox`,
+flushed right before each decode so the event loop works while the scheduler is in C.
 
 Each step decodes one batch: the next token of every generating sequence, then pending prompt
 (chunked prefill) as much as `PrefillBudget` allows beside them, so a long prompt slows the other
 streams by a bounded factor instead of stalling them. Slots keep their tokens after a request
 ends: a new request takes the free slot sharing the longest prefix with its prompt and prefills
 only the rest, or copies a longer prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
-(embeddings from the model's projector) are decoded one a step, before its tokens.
+(embeddings from the model's projector) are decoded one a step, before its tokens. The slots'
+KV cells are one pool (`KvPool`): a request larger than a slot's share is served from it.
 """
 
 from __future__ import annotations
@@ -33,7 +32,6 @@ from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
     ChoiceFinished,
     EmbeddingJob,
-    Event,
     FinishReason,
     GenerationJob,
     JobFailed,
@@ -44,9 +42,11 @@ from backends.jobs import (
     TextDelta,
     TokenLogprob,
 )
-from backends.kv_cache import DEFAULT_CACHE_TYPE, ggml_type
-from backends.llama_model import LlamaModel, ModelLoadError
+from backends.kv_cache import DEFAULT_CACHE_TYPE
+from backends.kv_pool import KvPool
+from backends.llama_model import LlamaModel
 from backends.logprobs import LogprobComputer
+from backends.outbox import Outbox
 from backends.prefill_budget import PrefillBudget
 from backends.prefix import Slot, image_boundary, runs_of
 from backends.prompt_store import (
@@ -191,21 +191,11 @@ class Engine:
     def __init__(self, model: LlamaModel, options: EngineOptions):
         self.model = model
         self.options = options
-        params = llama_cpp.llama_context_default_params()
-        params.n_ctx = options.ctx_size * options.parallel
-        params.n_batch = options.batch_size
-        params.n_ubatch = options.batch_size
-        params.n_seq_max = options.parallel
-        params.n_threads = options.threads
-        params.n_threads_batch = options.threads
-        params.kv_unified = False  # each sequence its own ctx_size window, attention over it alone
-        params.type_k = params.type_v = ggml_type(options.cache_type)
-        params.no_perf = True
-        self._ctx = llama_cpp.llama_init_from_model(model.handle, params)
-        if not self._ctx:
-            raise ModelLoadError(f"cannot create a context of {params.n_ctx} tokens for {model.path}")
-        self.ctx_size = min(options.ctx_size, llama_cpp.llama_n_ctx_seq(self._ctx))
-        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._pool = KvPool(model, ctx_size=options.ctx_size, parallel=options.parallel,
+                            batch_size=options.batch_size, threads=options.threads, cache_type=options.cache_type)
+        self._ctx, self._memory = self._pool.ctx, self._pool.memory
+        self.ctx_size = self._pool.share  # a request's window unless it needs more (see KvPool)
+        self.request_limit = self._pool.request_limit
         self._n_swa = llama_cpp.llama_model_n_swa(model.handle)
         self._batch = llama_cpp.llama_batch_init(options.batch_size, 0, 1)
         self._images: ImagePrefill | None = None  # made for the first prompt with an image
@@ -221,7 +211,7 @@ class Engine:
         self._store = None
         if options.saved_prompts is not None:
             self._store = PromptStore(options.saved_prompts,
-                                      store_key(model.path, params.n_ctx, options.parallel, llama_cpp.__version__))
+                                      store_key(model.path, self._pool.n_ctx, options.parallel, llama_cpp.__version__))
             restored = restore_slots(self._ctx, self._slots, self._store.load())
             if restored:
                 log.info("%s: %d cached prompt tokens restored from %s", model.path.name, restored, self._store.path)
@@ -236,15 +226,12 @@ class Engine:
         self._queue_lock = threading.Lock()
         self._steps = 0
         self._gapped_steps = 0
-        self._outbox: dict[JobHandle, list[Event]] = {}
-        self._due: set[JobHandle] = set()  # handles whose events go out at the next flush
-        self._notices: queue.SimpleQueue[dict | None] = queue.SimpleQueue()
-        self._notifier = threading.Thread(target=self._notify, name="engine-notify", daemon=True)
+        self._outbox = Outbox()
+        self._emit, self._flush = self._outbox.emit, self._outbox.flush
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
         self._embeddings = EmbeddingQueue(model, options.embedding, options.threads)
         self._closing = False
         self._aborting: Exception | None = None
-        self._notifier.start()
         self._thread.start()
 
     # ---- asyncio side -------------------------------------------------------------------
@@ -290,12 +277,11 @@ class Engine:
         if self._store is not None:
             self._store.save(slot_prompts(self._ctx, self._slots))
         self._embeddings.close()
-        self._notices.put(None)
-        self._notifier.join()
+        self._outbox.close()
         llama_cpp.llama_batch_free(self._batch)
         if self._images is not None:
             self._images.close()
-        llama_cpp.llama_free(self._ctx)
+        self._pool.close()
         self._ctx = None
 
     # ---- scheduler thread ---------------------------------------------------------------
@@ -378,18 +364,29 @@ class Engine:
             self._waiting = deque(w for w in self._waiting if not w.handle.cancelled)
         for seq in [s for s in self._active if s.handle.cancelled]:
             self._release(seq)
-            self._outbox.pop(seq.handle, None)
+            self._outbox.drop(seq.handle)
 
     def _fill_slots(self) -> None:
         if not self._waiting:
             return
         kept: deque[_Waiting] = deque()
         failures: list[tuple[JobHandle, Exception]] = []
+        blocked = False  # a request waiting for room in the KV pool: the later ones wait behind it
         for waiting in self._waiting:
             free = [slot for slot in self._slots if slot.sequence is None]
-            if not free or waiting.group in self._prefilling:
+            if blocked or not free or waiting.group in self._prefilling:
                 kept.append(waiting)  # siblings wait for their prompt's prefill, then copy it
                 continue
+            if not self._pool.admits(_need(waiting.prompt), self._running_needs(), self._slots):
+                kept.append(waiting)
+                blocked = True
+                continue
+            if self._ctx is not self._pool.ctx:  # the pool changed its cache's mode
+                self._ctx, self._memory = self._pool.ctx, self._pool.memory
+                self.threads.context_changed()
+                if self._images is not None:
+                    self._images.close()
+                    self._images = None
             try:
                 self._start(waiting, free)
             except Exception as error:  # e.g. a sampler that cannot be built: this job alone fails
@@ -422,6 +419,7 @@ class Engine:
             echo_from = max(len(prompt) - job.logprobs.prompt_last, 0)
             reuse_limit = min(reuse_limit, max(echo_from - 1, 0))  # the rows scoring them are decoded
         cached = self._reuse_prefix(slot, prompt, shared, reuse_limit)
+        self._pool.make_room(slot, _need(waiting.prompt), self._running_needs(), self._slots)
         observed = job.logprobs is not None and (job.logprobs.sampling or job.logprobs.active_ids)
         sampler = SamplerChain(
             job.sampling,
@@ -444,6 +442,9 @@ class Engine:
         if job.n > 1 and len(prompt) - cached > MIN_COPY_GAIN:
             self._prefilling.add(waiting.group)  # the other choices will copy this prefill
         self._mark_started(waiting.handle)
+
+    def _running_needs(self) -> list[int]:
+        return [len(seq.prompt) + max(seq.max_tokens, 0) for seq in self._active]
 
     def _guard_bytes(self, token: int) -> bytes:
         """A token's bytes as a uniqueItems guard reads them (markup included)."""
@@ -491,7 +492,7 @@ class Engine:
         slot (one stream's memory copy) and they go on there; the old slot keeps its cache.
         """
         busy = {seq.slot.id for seq in self._active}
-        if self._waiting or runs_of(busy) <= 1:
+        if self._pool.unified or self._waiting or runs_of(busy) <= 1:
             self._gapped_steps = 0
             return
         self._gapped_steps += 1
@@ -786,33 +787,7 @@ class Engine:
         self._active.remove(seq)
         self._prefilling.discard(seq.group)
 
-    def _emit(self, handle: JobHandle, event: Event) -> None:
-        self._outbox.setdefault(handle, []).append(event)
-        if handle.job.stream or not isinstance(event, TextDelta):
-            self._due.add(handle)
 
-    def _flush(self) -> None:
-        if not self._due:
-            return
-        by_loop: dict[asyncio.AbstractEventLoop, list[tuple[JobHandle, list[Event]]]] = {}
-        for handle in self._due:
-            events = self._outbox.pop(handle, None)
-            if events and not handle.cancelled:
-                by_loop.setdefault(handle.loop, []).append((handle, events))
-        self._due.clear()
-        self._notices.put(by_loop)
-
-    def _notify(self) -> None:
-        """Wake event loops off the scheduler thread: a wake-up makes the loop's thread take the
-        GIL, which the scheduler thread would otherwise wait out between two decodes."""
-        while (by_loop := self._notices.get()) is not None:
-            for loop, deliveries in by_loop.items():
-                try:
-                    loop.call_soon_threadsafe(_deliver, deliveries)
-                except RuntimeError:  # the loop closed (server shutting down)
-                    pass
-
-
-def _deliver(deliveries: list[tuple[JobHandle, list[Event]]]) -> None:
-    for handle, events in deliveries:
-        handle.deliver(events)
+def _need(prompt: PromptSpec) -> int:
+    """The KV cells a choice may come to hold: its prompt and its completion budget."""
+    return len(prompt.tokens) + max(prompt.max_tokens, 0)

@@ -117,6 +117,10 @@ class ThreadPolicy:
             return f"adaptive, {' / '.join(map(str, self.candidates))} threads by measured decode speed"
         return f"{self.max_threads} (fixed)"
 
+    def context_changed(self) -> None:
+        """A new context was made (with the most threads): the next step sets its count again."""
+        self._applied = 0
+
     def _set(self, threads: int) -> None:
         if threads != self._applied:
             self._apply(threads)

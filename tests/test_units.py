@@ -81,6 +81,19 @@ def test_fit_max_tokens():
         fit_max_tokens(101, 1, 16, 100, "truncate")
 
 
+def test_fit_max_tokens_beyond_a_slots_share_of_the_pool():
+    # a share of 100 tokens in a pool of 400: what fits the share stays there, more takes the pool
+    assert fit_max_tokens(10, None, None, 100, "truncate", limit=400) == 90
+    assert fit_max_tokens(10, 90, None, 100, "error", limit=400) == 90
+    assert fit_max_tokens(10, 200, None, 100, "error", limit=400) == 200
+    assert fit_max_tokens(150, None, None, 100, "truncate", limit=400) == 250
+    assert fit_max_tokens(150, 1000, None, 100, "truncate", limit=400) == 250
+    with pytest.raises(BadRequest, match="400 tokens.*510 tokens"):
+        fit_max_tokens(10, 500, None, 100, "error", limit=400)
+    with pytest.raises(BadRequest, match="maximum context length is 400 tokens.*401 tokens"):
+        fit_max_tokens(401, None, None, 100, "truncate", limit=400)
+
+
 def render(source: str, **kw) -> str:
     return ChatTemplate(source, bos_token="<s>", eos_token="</s>").render(
         [{"role": "user", "content": "hi"}], **kw)

@@ -163,15 +163,15 @@ def run(args: argparse.Namespace) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     options = engine_options(args)
-    if problem := startup_problem(args.host, args.port):  # a port taken, a data folder not writable
-        print(f"fireside: {problem}", file=sys.stderr)
-        return 1
     try:  # before loading anything: a refused start must be quick
         security_settings = security.settings_from_args(args)
         bind_warning = security.check_bind(args.host, security_settings, args.insecure)
     except security.SecurityConfigError as error:
         print(f"fireside: {error}", file=sys.stderr)
         return 2
+    if problem := startup_problem(args.host, args.port):  # a port taken, a data folder not writable
+        print(f"fireside: {problem}", file=sys.stderr)
+        return 1
     if bind_warning:
         print(f"fireside: {bind_warning}", file=sys.stderr, flush=True)
     try:
@@ -192,7 +192,8 @@ def run(args: argparse.Namespace) -> int:
         for served in registry:
             whole, _ = engine_kv(served.engine)
             print(f"serving {served.id} from {served.path} "
-                  f"({served.engine.ctx_size} tokens per request, {options.parallel} slots, "
+                  f"({served.engine.ctx_size} tokens per request, {served.engine.request_limit} for one that needs more, "
+                  f"{options.parallel} slots, "
                   f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
                   f"threads: {served.engine.threads.describe()})")
         for spec, served, _ in registry.specs():

@@ -35,7 +35,7 @@ async def chat_completions(request: Request) -> Response | Stream:
 
 
 def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCard:
-    context = served.engine.ctx_size if served is not None else (spec.ctx_size or UNSET)
+    context = served.engine.request_limit if served is not None else (spec.ctx_size or UNSET)
     return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None,
                      capabilities=_capabilities(served) if served is not None else UNSET)
 

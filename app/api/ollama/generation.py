@@ -71,7 +71,7 @@ async def chat(context: RequestContext, body: bytes) -> Response | Stream:
     plan = chat_plan(request, spec.id, options)
     lease, load = await _lease(context, spec.id, keep_alive)
     try:
-        check_num_ctx(options, lease.served.engine.ctx_size)
+        check_num_ctx(options, lease.served.engine.request_limit)
         return await answer(context, plan, lambda prepared, clock: ChatShaper(prepared, clock, request.model, load),
                             NDJSON)
     finally:
@@ -88,7 +88,7 @@ async def generate(context: RequestContext, body: bytes) -> Response | Stream:
         return _one(OllamaGenerateResponse(request.model, created_at(), "", True, done_reason=reason), request.stream)
     lease, load = await _lease(context, spec.id, keep_alive)
     try:
-        check_num_ctx(options, lease.served.engine.ctx_size)
+        check_num_ctx(options, lease.served.engine.request_limit)
         plan = await generate_plan(request, spec.id, options, lease.served)
         with_context = not request.raw  # Ollama returns no context for raw prompts
         return await answer(context, plan, lambda prepared, clock: GenerateShaper(

@@ -1,0 +1,101 @@
+"""One KV pool for the slots: `--parallel 4 --ctx-size 256` serves a request of up to 1,024
+tokens (the whole pool) when the other slots make room, with the same greedy output as a server
+whose slots are that large, and goes back to four 256-token slots afterwards."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import httpx
+import pytest
+
+from tests.conftest import start_server, stop_server
+
+LONG = " ".join(f"Line {i}: the keeper wrote the weather, the ships and the lamp's oil." for i in range(40))
+SMALL = {"prompt": "The lighthouse stood", "max_tokens": 12, "temperature": 0}
+
+
+@pytest.fixture(scope="module")
+def pooled():
+    server = start_server("--ctx-size", "256", "--parallel", "4")
+    try:
+        yield server
+    finally:
+        stop_server(server)
+
+
+def _complete(server, body: dict) -> httpx.Response:
+    return httpx.post(f"{server.v1}/completions", json={"model": server.model, **body}, timeout=300)
+
+
+def test_a_request_larger_than_a_slot_gets_the_pool(pooled, server):
+    body = {"prompt": LONG, "max_tokens": 40, "temperature": 0}
+    answer = _complete(pooled, body)
+    assert answer.status_code == 200, answer.text
+    usage = answer.json()["usage"]
+    assert 256 < usage["prompt_tokens"] + usage["completion_tokens"] <= 1024
+    assert usage["completion_tokens"] == 40
+    reference = _complete(server, body)  # the session's server: 4096-token slots
+    assert answer.json()["choices"][0]["text"] == reference.json()["choices"][0]["text"]
+    cards = httpx.get(f"{pooled.v1}/models", timeout=30).json()["data"]
+    assert [card["context_length"] for card in cards] == [1024]
+
+
+def test_more_than_the_pool_is_refused_with_the_numbers(pooled):
+    answer = _complete(pooled, {"prompt": LONG + LONG, "max_tokens": 4})
+    assert answer.status_code == 400
+    assert "maximum context length is 1024 tokens" in answer.json()["error"]["message"]
+
+
+def test_small_requests_run_beside_a_long_one_and_alone_afterwards(pooled, server):
+    small_alone = _complete(server, SMALL).json()["choices"][0]["text"]
+    results: list[str] = []
+
+    def small() -> None:
+        results.append(_complete(pooled, SMALL).json()["choices"][0]["text"])
+
+    with httpx.stream("POST", f"{pooled.v1}/completions", timeout=300, json={
+            "model": pooled.model, "prompt": LONG, "max_tokens": 80, "temperature": 0, "ignore_eos": True,
+            "stream": True}) as long:
+        lines = long.iter_lines()
+        next(line for line in lines if line.startswith("data: {"))  # the long one decodes
+        beside = [threading.Thread(target=small) for _ in range(2)]
+        for thread in beside:
+            thread.start()
+        for thread in beside:
+            thread.join(300)
+        finished_beside = len(results)
+        tail = [line for line in lines if line.startswith("data: ")]
+    assert tail[-1] == "data: [DONE]"
+    assert finished_beside == 2 and results == [small_alone] * 2
+    # every slot idle again: four small streams at once, each as alone
+    results.clear()
+    group = [threading.Thread(target=small) for _ in range(4)]
+    for thread in group:
+        thread.start()
+    for thread in group:
+        thread.join(300)
+    assert results == [small_alone] * 4
+
+
+def test_a_long_request_waits_for_the_slots_it_needs(pooled):
+    _complete(pooled, SMALL)  # a small request on an idle engine: slots of 256 tokens each again
+    ended: dict[str, float] = {}
+
+    def small(i: int) -> None:
+        _complete(pooled, {"prompt": f"Story {i}:", "max_tokens": 60, "ignore_eos": True})
+        ended[f"small {i}"] = time.monotonic()
+
+    group = [threading.Thread(target=small, args=(i,)) for i in range(3)]
+    for thread in group:
+        thread.start()
+    while httpx.get(f"{pooled.base_url}/health", timeout=30).json()["models"][0]["busy_slots"] < 3:
+        time.sleep(0.05)
+    with httpx.stream("POST", f"{pooled.v1}/completions", timeout=300, json={
+            "model": pooled.model, "prompt": LONG, "max_tokens": 8, "stream": True}) as long:
+        first = next(line for line in long.iter_lines() if line.startswith("data: {"))
+        first_at = time.monotonic()
+    for thread in group:
+        thread.join(300)
+    assert first and all(at <= first_at for at in ended.values()) and len(ended) == 3
