@@ -20,7 +20,7 @@ from tqdm.std import tqdm
 
 from app.api.ollama.wire import OllamaErrorResponse, OllamaProgressResponse
 from app.cli import pull as hub
-from app.config import add_model, load_config, served_spec
+from app.config import ConfigError, add_model, load_config, served_spec
 from app.server.errors import ApiError, BadRequest
 from backends.llama_model import ModelLoadError
 from backends.registry import ModelRegistry, ModelSpec, gguf_parts
@@ -88,9 +88,7 @@ def run_pull(name: str, target: hub.Target, quant: str | None, report: Report) -
             digest = f"sha256:{file.sha256}" if file.sha256 else file.path
             label = file.sha256[:12] if file.sha256 else file.name
             paths.append(hub.download(target.repo_id, file, commit, None, _progress_bar(report, label, digest)))
-        report(OllamaProgressResponse("verifying sha256 digest"))
-        for path, file in zip(paths, wanted, strict=True):
-            hub.verify(path, file)
+        report(OllamaProgressResponse("verifying sha256 digest"))  # done by `download`, before the rename
     report(OllamaProgressResponse("writing manifest"))
     entry: dict[str, Any] = {"id": model_id, "file": paths[0]}
     if name not in (model_id, f"{model_id}:latest"):
@@ -116,7 +114,7 @@ class PullFailed(ApiError):
 def _failure(error: BaseException) -> ApiError:
     if isinstance(error, ApiError):
         return error
-    if isinstance(error, hub.PullError):
+    if isinstance(error, hub.PullError | ConfigError):
         return PullFailed(str(error), param="model")
     if isinstance(error, OSError):
         return PullFailed(f"pull failed: {error}", param="model")
