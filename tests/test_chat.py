@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.fireworks_shapes import IM_END, IM_START
 from tests.test_completions import sse_events
 
 QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
@@ -68,8 +69,14 @@ def test_all_roles_render(http, server):
         {"role": "assistant", "content": "It is 4."},
         {"role": "user", "content": "And 3+3?"},
     ]
-    response = chat(http, server.model, messages=messages, max_tokens=5)
+    response = chat(http, server.model, messages=messages, max_tokens=5, raw_output=True)
     assert response.status_code == 200, response.text
+    # SmolLM2's template, by hand: each message as <|im_start|>{role}\n{content}<|im_end|>\n, no default system
+    # prompt when the first message is one, and nothing of the tool call but the assistant turn it was in.
+    turns = ["system\nYou are terse.", "user\nWhat is 2+2?", "assistant\n", "tool\n4", "assistant\nIt is 4.",
+             "user\nAnd 3+3?"]
+    expected = [part for turn in turns for part in (IM_START, turn, IM_END, "\n")] + [IM_START, "assistant\n"]
+    assert response.json()["choices"][0]["raw_output"]["prompt_fragments"] == expected
 
 
 def test_unknown_role_is_400(http, server):
@@ -130,5 +137,10 @@ def test_chat_stream_starts_with_role_and_ends_with_usage(http, server):
 
 @pytest.mark.parametrize("tool_choice", ["auto", "none"])
 def test_tool_choice_without_tools_is_a_no_op(http, server, tool_choice):
-    response = chat(http, server.model, messages=QUESTION, max_tokens=2, tool_choice=tool_choice)
+    response = chat(http, server.model, messages=QUESTION, max_tokens=8, temperature=0, tool_choice=tool_choice)
     assert response.status_code == 200, response.text
+    plain = chat(http, server.model, messages=QUESTION, max_tokens=8, temperature=0).json()
+    [choice] = response.json()["choices"]
+    assert "tool_calls" not in choice["message"]
+    assert choice["message"] == plain["choices"][0]["message"] and choice["message"]["content"]
+    assert choice["finish_reason"] == plain["choices"][0]["finish_reason"]

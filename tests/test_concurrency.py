@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Iterator
 
 import httpx
+import pytest
+
+from tests.conftest import OutputReader, RunningServer, start_server, stop_server
 
 PROMPTS = ["The capital of France is", "Two plus two is", "My favourite animal is", "The sky is",
            "Water boils at", "The first president was", "Python is a", "Once upon a time"]
@@ -48,42 +52,89 @@ def test_concurrent_requests_all_complete_correctly(server, http):
     assert server.health()["models"][0]["busy_slots"] == 0
 
 
-def _wait_idle(server, seconds: float = 10.0) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < seconds:
+LONG = 2000  # tokens asked of a generation that the client leaves: far more than it gets to
+HANG_GUARD = 60.0  # seconds: only ever reached by a server that hangs
+
+
+@pytest.fixture(scope="module")
+def lone_server() -> Iterator[RunningServer]:
+    """One slot, so that /health's `kv_used` is the cache of the one request that used it."""
+    running = start_server("--ctx-size", "2048", "--parallel", "1")
+    OutputReader(running.process)
+    yield running
+    stop_server(running)
+
+
+def _wait_idle(server: RunningServer) -> dict:
+    deadline = time.monotonic() + HANG_GUARD
+    while time.monotonic() < deadline:
         model = server.health()["models"][0]
         if model["busy_slots"] == 0 and model["queued_choices"] == 0:
-            return time.monotonic() - start
+            return model
         time.sleep(0.05)
-    raise AssertionError(f"slots still busy after {seconds}s: {server.health()}")
+    raise AssertionError(f"slots still busy after {HANG_GUARD}s: {server.health()}")
 
 
-def test_client_that_disconnects_mid_stream_stops_its_generation(server):
-    body = {"model": server.model, "prompt": "Tell me a long story.", "max_tokens": 1000,
-            "ignore_eos": True, "stream": True}
-    with httpx.Client(base_url=server.base_url, timeout=60) as client:
-        with client.stream("POST", "/v1/completions", json=body) as response:
-            lines = response.iter_lines()
-            received = 0
-            for line in lines:
-                if line.startswith("data: {"):
-                    received += 1
-                if received >= 3:
-                    break
-            assert server.health()["models"][0]["busy_slots"] == 1
-    # 1000 tokens would take many seconds; the slot frees as soon as the server sees the close
-    assert _wait_idle(server) < 5
+def _prompt_tokens(server: RunningServer, prompt: str) -> int:
+    body = {"model": server.model, "prompt": prompt, "max_tokens": 1}
+    return httpx.post(f"{server.v1}/completions", json=body, timeout=HANG_GUARD).json()["usage"]["prompt_tokens"]
 
 
-def test_client_that_gives_up_on_a_whole_answer_stops_its_generation(server):
-    body = {"model": server.model, "prompt": "Tell me a long story.", "max_tokens": 1000, "ignore_eos": True}
-    with httpx.Client(base_url=server.base_url, timeout=0.5) as client:
-        try:
-            client.post("/v1/completions", json=body)
-            raise AssertionError("1000 tokens came back within half a second")
-        except httpx.ReadTimeout:
-            pass  # the client closes its connection
-    assert _wait_idle(server) < 5
+def _assert_stopped_early(model: dict, prompt_tokens: int) -> None:
+    """The one slot keeps the tokens it decoded: at most the prompt and what was generated before
+    the server saw the client leave (a handful), not the LONG tokens that were asked for (a
+    generation that ran on would hold all but the last of them, as a finished one does)."""
+    assert model["kv_used"] < prompt_tokens + LONG // 2, model
+
+
+def test_a_finished_generation_keeps_its_tokens_in_its_slot(lone_server):
+    """What the two tests below rely on: a generation that runs to its end leaves its prompt and its
+    tokens in the slot's cache (all but the last, which need not be decoded)."""
+    body = {"model": lone_server.model, "prompt": "Count with me:", "max_tokens": 40, "ignore_eos": True}
+    answer = httpx.post(f"{lone_server.v1}/completions", json=body, timeout=HANG_GUARD).json()
+    assert answer["usage"]["completion_tokens"] == 40
+    prompt_tokens = answer["usage"]["prompt_tokens"]
+    assert prompt_tokens + 39 <= _wait_idle(lone_server)["kv_used"] <= prompt_tokens + 40
+
+
+def test_client_that_disconnects_mid_stream_stops_its_generation(lone_server):
+    server = lone_server
+    prompt = "Tell me a long story."
+    prompt_tokens = _prompt_tokens(server, prompt)
+    body = {"model": server.model, "prompt": prompt, "max_tokens": LONG, "ignore_eos": True, "stream": True}
+    with (httpx.Client(base_url=server.base_url, timeout=HANG_GUARD) as client,
+          client.stream("POST", "/v1/completions", json=body) as response):
+        lines = response.iter_lines()
+        received = 0
+        for line in lines:
+            if line.startswith("data: {"):
+                received += 1
+            if received >= 3:
+                break
+        assert server.health()["models"][0]["busy_slots"] == 1
+    _assert_stopped_early(_wait_idle(server), prompt_tokens)
+
+
+def test_client_that_gives_up_on_a_whole_answer_stops_its_generation(lone_server):
+    server = lone_server
+    prompt = "Once upon a time, in a land far away,"
+    prompt_tokens = _prompt_tokens(server, prompt)
+    body = {"model": server.model, "prompt": prompt, "max_tokens": LONG, "ignore_eos": True}
+
+    async def give_up() -> None:
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=HANG_GUARD) as client:
+            answer = asyncio.create_task(client.post("/v1/completions", json=body))
+            deadline = time.monotonic() + HANG_GUARD
+            while (await client.get("/health")).json()["models"][0]["busy_slots"] == 0:
+                assert not answer.done(), answer.result().text
+                assert time.monotonic() < deadline, "the generation never started"
+                await asyncio.sleep(0.05)
+            answer.cancel()  # the client closes its connection while the answer is being generated
+            with pytest.raises(asyncio.CancelledError):
+                await answer
+
+    asyncio.run(give_up())
+    _assert_stopped_early(_wait_idle(server), prompt_tokens)
 
 
 def test_disconnect_while_queued_drops_the_waiting_choices(server):
@@ -96,14 +147,14 @@ def test_disconnect_while_queued_drops_the_waiting_choices(server):
             async for _ in response.aiter_lines():
                 pass
 
-    async def wait_for(predicate, seconds: float = 10.0) -> dict:
-        deadline = time.monotonic() + seconds
+    async def wait_for(predicate) -> dict:
+        deadline = time.monotonic() + HANG_GUARD
         while time.monotonic() < deadline:
             model = (await client.get("/health")).json()["models"][0]
             if predicate(model):
                 return model
             await asyncio.sleep(0.05)
-        raise AssertionError(f"not reached in {seconds}s: {model}")
+        raise AssertionError(f"not reached in {HANG_GUARD}s: {model}")
 
     async def run() -> None:
         holder = asyncio.create_task(read_stream(client, busy))  # takes all 4 slots
@@ -111,10 +162,10 @@ def test_disconnect_while_queued_drops_the_waiting_choices(server):
         queued = asyncio.create_task(read_stream(client, {**busy, "n": 3}))
         await wait_for(lambda m: m["queued_choices"] == 3)
         queued.cancel()  # the client goes away while its choices wait
-        model = await wait_for(lambda m: m["queued_choices"] == 0, 5)
+        model = await wait_for(lambda m: m["queued_choices"] == 0)
         assert model["busy_slots"] == 4  # the other client's stream goes on
         holder.cancel()
-        await wait_for(lambda m: m["busy_slots"] == 0, 5)
+        await wait_for(lambda m: m["busy_slots"] == 0)
         await asyncio.gather(holder, queued, return_exceptions=True)
 
     async def main() -> None:

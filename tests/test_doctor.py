@@ -1,16 +1,18 @@
-"""`fireside doctor` on this machine's real llama.cpp build: a CPU build, no GPU offload. The
-command is run in-process through an argparse parser built with `doctor.add_command`, as the
-`fireside` command wires it."""
+"""`fireside doctor` on this machine's real llama.cpp build, a CPU build or one with GPU offload
+(each checked for what it should report). The command is run in-process through an argparse
+parser built with `doctor.add_command`, as the `fireside` command wires it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import re
 import socket
 import stat
 from pathlib import Path
 
+import llama_cpp
 import pytest
 
 from app.cli import doctor
@@ -34,6 +36,16 @@ def folders(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path
     return config_dir, models_dir
 
 
+# llama.cpp's x86 feature names and the /proc/cpuinfo flag of each
+CPUINFO_FLAGS = {"SSE3": "pni", "SSSE3": "ssse3", "AVX": "avx", "AVX2": "avx2", "F16C": "f16c", "FMA": "fma",
+                 "BMI2": "bmi2", "AVX512": "avx512f", "AVX512_VBMI": "avx512vbmi", "AVX512_VNNI": "avx512_vnni",
+                 "AVX512_BF16": "avx512_bf16", "AVX_VNNI": "avx_vnni", "AMX_INT8": "amx_int8"}
+
+
+def gpu_offload() -> bool:
+    return bool(llama_cpp.llama_supports_gpu_offload())
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -44,8 +56,13 @@ def test_text_report_shows_the_cpu_build_and_the_folders(capsys, folders):
     config_dir, models_dir = folders
     out = run_doctor(capsys, "--port", str(free_port()))
     assert "llama-cpp-python " in out
-    assert "backends: CPU" in out
-    assert "GPU offload: no" in out
+    [backends] = [line.split(": ", 1)[1].split(", ") for line in out.splitlines() if "  backends: " in line]
+    if gpu_offload():
+        assert "GPU offload: yes" in out
+        assert "CPU" in backends and len(backends) > 1  # the GPU backend beside the CPU's
+    else:
+        assert backends == ["CPU"]
+        assert "GPU offload: no (this build runs on the CPU)" in out
     assert "CPU features: " in out and "none reported" not in out
     assert f"config file: {config_dir / 'config.toml'} (not written yet)" in out
     assert f"models folder: {models_dir} (not created yet)" in out
@@ -63,12 +80,25 @@ def test_json_report_is_one_object_with_the_same_facts(capsys, folders):
     )
     port = free_port()
     report = json.loads(run_doctor(capsys, "--json", "--port", str(port)))
-    assert report["backends"] == ["CPU"]
-    assert report["gpu_offload"] is False
-    assert [d["type"] for d in report["devices"]] == ["CPU"]
-    cpu = report["devices"][0]
+    types = [d["type"] for d in report["devices"]]
+    assert report["gpu_offload"] is gpu_offload()
+    if gpu_offload():
+        assert "CPU" in report["backends"] and len(report["backends"]) > 1
+        assert types.count("CPU") == 1 and set(types) <= {"CPU", "GPU", "IGPU", "ACCEL"}
+    else:
+        assert report["backends"] == ["CPU"]
+        assert types == ["CPU"]
+    [cpu] = [device for device in report["devices"] if device["type"] == "CPU"]
     assert 0 < cpu["free_bytes"] <= cpu["total_bytes"]
-    assert report["cpu_features"] == [k for k, v in report["system_info"]["CPU"].items() if v == "1"]
+    # llama.cpp's own words: the features its system info marks "= 1" in its CPU section
+    cpu_section = re.search(r"\bCPU : (.*?)(?:\|\s*\w+ : |$)", llama_cpp.llama_print_system_info().decode())
+    assert report["cpu_features"] == re.findall(r"(\w+) = 1\b", cpu_section[1])
+    assert report["cpu_features"]
+    # and the processor's: each x86 instruction set that llama.cpp uses, this CPU has
+    cpuinfo = Path("/proc/cpuinfo")
+    flags = re.search(r"^flags\s*:(.*)$", cpuinfo.read_text(), re.MULTILINE) if cpuinfo.is_file() else None
+    if flags is not None:
+        assert {CPUINFO_FLAGS[f] for f in report["cpu_features"] if f in CPUINFO_FLAGS} <= set(flags[1].split())
     assert report["config_file"] == {"path": str(config_dir / "config.toml"), "exists": True}
     assert report["models_dir"] == {"path": str(models_dir), "exists": True}
     assert report["models_configured"] == 2 and report["config_error"] is None
@@ -107,7 +137,8 @@ def test_an_nvidia_driver_without_a_cuda_build_gets_a_hint(capsys, folders, tmp_
     fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("PATH", f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
     report = json.loads(run_doctor(capsys, "--json", "--port", str(free_port())))
-    assert any("no CUDA backend" in hint and "packaging/install.sh" in hint for hint in report["hints"])
+    hinted = any("no CUDA backend" in hint and "packaging/install.sh" in hint for hint in report["hints"])
+    assert hinted is ("CUDA" not in report["backends"])  # a CUDA build has nothing to mend
 
 
 def test_system_info_of_a_cuda_build_parses_by_section():

@@ -67,11 +67,16 @@ def test_config_models_load_on_first_use_and_keep_alive_unloads_them(config_dir:
     try:
         with httpx.Client(base_url=server.base_url, timeout=60) as client:
             assert models(client) == {"alpha": False, "beta": False}  # listed before any is loaded
-            assert complete(client, "alpha").status_code == 200
-            assert models(client) == {"alpha": True, "beta": False}
+            # A model unloads only when unused: while this stream is open, alpha's 2 s cannot run out.
+            body = {"model": "alpha", "prompt": "Hello", "max_tokens": 400, "ignore_eos": True, "stream": True}
+            with client.stream("POST", "/v1/completions", json=body) as stream:
+                assert stream.status_code == 200
+                lines = stream.iter_lines()  # kept, so the connection stays open until the check is done
+                assert next(line for line in lines if line.startswith("data: {"))
+                assert models(client) == {"alpha": True, "beta": False}
             assert complete(client, "b").status_code == 200  # an alias loads its model
             assert models(client)["beta"] is True
-            deadline = time.monotonic() + 15
+            deadline = time.monotonic() + 60  # only a server that never unloads alpha gets there
             while models(client)["alpha"] and time.monotonic() < deadline:
                 time.sleep(0.5)
             assert models(client) == {"alpha": False, "beta": True}  # 2 s keep-alive, default 5 min

@@ -13,14 +13,10 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from litestar.testing import TestClient
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.server.app import create_app
 from app.server.request_log import RequestRecord, error_message, format_line, truncate
-from backends.engine import EngineOptions
-from backends.llama_model import LoadProgress, ModelOptions
-from backends.registry import ModelRegistry
+from backends.llama_model import LoadProgress
 from tests.conftest import OutputReader, RunningServer, start_server, stop_server
 
 SECRET = "purple giraffes sing opera"  # prompt text that must not reach the log without --log-prompts
@@ -162,23 +158,20 @@ def test_metrics_move_by_the_requests_made(observed):
     assert ratio == pytest.approx(value(after, "fireside_cached_prompt_tokens_total", model=model) / prompt_total)
 
 
-def test_each_app_counts_its_own_requests():
-    """Two apps in one process keep separate registries (no model needed)."""
-    apps = [create_app(ModelRegistry([], ModelOptions(), EngineOptions(ctx_size=0))) for _ in range(2)]
-    with TestClient(apps[0]) as first, TestClient(apps[1]) as second:
-        for _ in range(3):
-            first.get("/v1/models")
-        second.get("/v1/models")
-        first.get("/no/such/path")
-        texts = [client.get("/metrics").text for client in (first, second)]
-    counts = []
-    for text in texts:
-        samples = {(s.name, frozenset(s.labels.items())): s.value
-                   for family in text_string_to_metric_families(text) for s in family.samples}
-        counts.append((value(samples, "fireside_http_requests_total", route="/v1/models", status="200"),
-                       value(samples, "fireside_http_requests_total", route="unmatched", status="404")))
-    assert counts == [(3, 1), (1, 0)]
-    assert value(samples, "fireside_models_loaded") == 0
+def test_each_server_counts_its_own_requests(observed, prompts_logged):
+    """Requests to one server show in its own /metrics and no other's."""
+    servers = [observed[0].base_url, prompts_logged[0].base_url]
+    before = [scrape(base) for base in servers]
+    for _ in range(3):
+        assert httpx.get(f"{servers[0]}/v1/models", timeout=10).status_code == 200
+    assert httpx.get(f"{servers[1]}/v1/models", timeout=10).status_code == 200
+    assert httpx.get(f"{servers[0]}/no/such/path", timeout=10).status_code == 404
+    after = [scrape(base) for base in servers]
+    counts = [(delta(old, new, "fireside_http_requests_total", route="/v1/models", status="200"),
+               delta(old, new, "fireside_http_requests_total", route="unmatched", status="404"),
+               delta(old, new, "fireside_http_requests_total", route="/metrics", status="200"))
+              for old, new in zip(before, after, strict=True)]
+    assert counts == [(3, 1, 1), (1, 0, 1)]  # and each counted the one scrape it answered in between
 
 
 # ---- the request log line -----------------------------------------------------------------------

@@ -168,7 +168,7 @@ def test_tags_show_ps_and_version(client, server) -> None:
     ({"model": "{model}", "messages": ASK, "stream": False, "options": {"num_gpu": 1}}, 400, "options.num_gpu is a load-time"),
     ({"model": "{model}", "messages": ASK, "options": {"bogus": 1}}, 400, "options.bogus is not an option"),
     ({"model": "{model}", "messages": ASK, "options": {"mirostat": 1}}, 400, "options.mirostat 1 cannot be honoured"),
-    ({"model": "{model}", "messages": ASK, "options": {"num_ctx": 4096}}, 400, "options.num_ctx 4096 is more than"),
+    ({"model": "{model}", "messages": ASK, "options": {"num_ctx": 8192}}, 400, "options.num_ctx 8192 is more than"),
     ({"model": "{model}", "messages": ASK, "think": True}, 400, "this model's chat template has no reasoning to control"),
     ({"model": "{model}", "messages": ASK, "keep_alive": "soon"}, 400, "keep_alive is a duration"),
     ({"model": "{model}", "messages": [{"role": "user", "content": "What is it?", "images": [PIXEL]}]}, 400,

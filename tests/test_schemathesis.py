@@ -1,10 +1,12 @@
 """Property-based contract test: schemathesis fuzzes the Fireworks API contract against the live server.
 
 Every operation in `fireworks-openapi.yaml` (POST /v1/completions, POST /v1/chat/completions) is
-exercised with generated bodies, valid and invalid alike. The only property asserted is that the
-server never answers 5xx (schemathesis's `not_a_server_error` check); 4xx answers to nonsense bodies
-are expected. A timeout or a dropped connection fails the test as well, with the request shown as
-a curl command.
+exercised with generated bodies, valid and invalid alike. Two properties are asserted: the server
+never answers 5xx (schemathesis's `not_a_server_error` check; 4xx answers to nonsense bodies are
+expected), and every answer conforms to the response schema documented for its status and media
+type (`response_schema_conformance`), both in the contract and in the OpenAPI document the server
+itself serves at /openapi.json. A timeout or a dropped connection fails the test as well, with the
+request shown as a curl command.
 
 The spec's server URL ends in `/inference`, so requests go to `<server>/inference/v1/...`, which
 Fireside serves alongside `/v1/...`.
@@ -17,6 +19,7 @@ generation; about a quarter keep the generated name, which should be answered 40
 
 from __future__ import annotations
 
+import copy
 import json
 import zlib
 from collections import Counter
@@ -24,13 +27,24 @@ from collections.abc import Iterator
 from typing import Any
 
 import hypothesis
+import jsonschema
 import pytest
 import requests
 import schemathesis
+import yaml
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
+from schemathesis.core.transport import Response
+from schemathesis.specs.openapi.checks import response_schema_conformance
 
-from tests.conftest import SPEC_DIR, RunningServer
+from app.server.openapi import openapi_document
+from tests.conftest import (
+    SPEC_DIR,
+    OutputReader,
+    RunningServer,
+    start_server,
+    stop_server,
+)
 
 MAX_EXAMPLES = 40  # per operation, fuzzing phase
 REQUEST_TIMEOUT = 30.0  # seconds per request
@@ -61,12 +75,41 @@ CONFIG = SchemathesisConfig.from_dict(
             "coverage": {"enabled": COVERAGE_PHASE},
             "stateful": {"enabled": False},
         },
-        "checks": {"enabled": False, "not_a_server_error": {"enabled": True}},
+        "checks": {"enabled": False, "not_a_server_error": {"enabled": True},
+                   "response_schema_conformance": {"enabled": True}},
     }
 )
-schema = schemathesis.openapi.from_path(SPEC_DIR / "fireworks-openapi.yaml", config=CONFIG)
+
+
+def events_as_data(document: dict[str, Any]) -> dict[str, Any]:
+    """`document` with each `text/event-stream` schema read as the contract and the server mean it:
+    the JSON in each event's `data` (the last one `[DONE]`). Schemathesis reads an OpenAPI 3.1
+    stream schema as the schema of the event objects themselves (`{"data": ..., "event": ...}`), so
+    the schema moves to OpenAPI 3.2's `itemSchema`, under `data` as embedded JSON."""
+    document = copy.deepcopy(document)
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for answer in operation.get("responses", {}).values():
+                stream = answer.get("content", {}).get("text/event-stream")
+                if stream is not None and "schema" in stream:
+                    data = {"anyOf": [{"const": "[DONE]"},
+                                      {"contentMediaType": "application/json", "contentSchema": stream.pop("schema")}]}
+                    stream["itemSchema"] = {"type": "object", "required": ["data"], "properties": {"data": data}}
+    return document
+
+
+CONTRACT = yaml.safe_load((SPEC_DIR / "fireworks-openapi.yaml").read_text())
+schema = schemathesis.openapi.from_dict(events_as_data(CONTRACT), config=CONFIG)
 
 STATUSES: Counter[str] = Counter()
+CHECKS = [not_a_server_error, response_schema_conformance]
+
+
+@pytest.fixture(scope="module")
+def served_schema(server: RunningServer) -> schemathesis.BaseSchema:
+    """The OpenAPI document the server serves, whose response schemas each answer must also match."""
+    document = requests.get(f"{server.base_url}/openapi.json", timeout=REQUEST_TIMEOUT).json()
+    return schemathesis.openapi.from_dict(events_as_data(document), config=CONFIG)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -112,13 +155,15 @@ def bound_body(body: Any, served_model: str, path: str) -> None:
 # Stop at the first failure: by default every coverage case runs even after one failed, and against a
 # hanging server each would wait out its timeout.
 @hypothesis.settings(report_multiple_bugs=False)
-def test_no_server_errors(case: schemathesis.Case, server: RunningServer) -> None:
+def test_no_server_errors(case: schemathesis.Case, server: RunningServer, served_schema: schemathesis.BaseSchema) -> None:
     bound_body(case.body, server.model, case.operation.path)
-    call_without_server_error(case, server)
+    call_and_check(case, server, served_schema)
 
 
-def call_without_server_error(case: schemathesis.Case, server: RunningServer, prefix: str = "/inference") -> None:
-    """Sends `case` and fails on no answer or a 5xx (with the request as a curl command)."""
+def call_and_check(case: schemathesis.Case, server: RunningServer, served_schema: schemathesis.BaseSchema,
+                   prefix: str = "/inference") -> None:
+    """Sends `case` and fails on no answer, a 5xx, or an answer that breaks its documented schema in
+    the contract or in the served document (with the request as a curl command)."""
     base_url = f"{server.base_url}{prefix}"
     try:
         response = case.call(base_url=base_url, timeout=REQUEST_TIMEOUT)
@@ -131,8 +176,28 @@ def call_without_server_error(case: schemathesis.Case, server: RunningServer, pr
         STATUSES["no answer"] += 1
         pytest.fail(no_answer, pytrace=False)
     STATUSES[str(response.status_code)] += 1
-    # Raises with the status, the answer's body and a curl command for the request on a 5xx.
-    case.validate_response(response, checks=[not_a_server_error], transport_kwargs={"base_url": base_url})
+    # Raises with the status, the answer's body and a curl command for the request on a failed check.
+    case.validate_response(response, checks=CHECKS, transport_kwargs={"base_url": base_url})
+    path = f"{prefix}{case.operation.path}"
+    served_schema[path][case.operation.method].validate_response(response, case=case)
+    ndjson_lines_conform(served_schema.raw_schema, path, case.operation.method, response)
+
+
+def ndjson_lines_conform(document: dict[str, Any], path: str, method: str, response: Response) -> None:
+    """Each line of an NDJSON answer (Ollama's streams) against the schema `document` gives it:
+    schemathesis reads no NDJSON."""
+    if not any(value.startswith("application/x-ndjson") for value in response.headers.get("content-type", [])):
+        return
+    answers = document["paths"][path][method.lower()]["responses"]
+    media = answers.get(str(response.status_code), {}).get("content", {}).get("application/x-ndjson")
+    assert media is not None, f"{method} {path}: an undocumented NDJSON answer ({response.status_code})"
+    validator = jsonschema.Draft202012Validator({**media["schema"], "components": document["components"]})
+    lines = response.text.splitlines()
+    if response.stream_cut_short:  # schemathesis stopped reading: the last line may be cut too
+        lines = lines[:-1]
+    for number, line in enumerate(lines, 1):
+        errors = [error.message for error in validator.iter_errors(json.loads(line))] if line else []
+        assert not errors, f"{method} {path}: line {number} of the answer breaks its schema: {errors}\n{line}"
 
 
 # ------------------------------------------------------------------- /v1/embeddings and /v1/rerank
@@ -144,10 +209,6 @@ MAX_TEXT = 200  # characters per generated text
 
 
 def _retrieval_schema() -> dict[str, Any]:
-    import yaml
-
-    document = yaml.safe_load((SPEC_DIR / "fireworks-openapi.yaml").read_text())
-
     def operation(name: str, component: str) -> dict[str, Any]:
         body = {"content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{component}"}}},
                 "required": True}
@@ -156,7 +217,7 @@ def _retrieval_schema() -> dict[str, Any]:
 
     paths = {"/v1/embeddings": operation("create_embeddings", "EmbeddingRequest"),
              "/v1/rerank": operation("rerank", "RerankRequestBody")}
-    return {**document, "paths": paths}
+    return {**CONTRACT, "paths": paths}
 
 
 retrieval_schema = schemathesis.openapi.from_dict(_retrieval_schema(), config=CONFIG)
@@ -185,9 +246,10 @@ def bound_retrieval_body(body: Any, served_model: str) -> None:
 
 @retrieval_schema.parametrize()
 @hypothesis.settings(report_multiple_bugs=False)
-def test_no_server_errors_on_embeddings_and_rerank(case: schemathesis.Case, server: RunningServer) -> None:
+def test_no_server_errors_on_embeddings_and_rerank(case: schemathesis.Case, server: RunningServer,
+                                                   served_schema: schemathesis.BaseSchema) -> None:
     bound_retrieval_body(case.body, server.model)
-    call_without_server_error(case, server)
+    call_and_check(case, server, served_schema)
 
 
 # ------------------------------------------------------------------------------- TGI's /generate
@@ -223,6 +285,71 @@ def bound_tgi_body(body: Any, served_model: str) -> None:
 
 @tgi_schema.parametrize()
 @hypothesis.settings(report_multiple_bugs=False)
-def test_no_server_errors_on_tgi(case: schemathesis.Case, server: RunningServer) -> None:
+def test_no_server_errors_on_tgi(case: schemathesis.Case, server: RunningServer,
+                                 served_schema: schemathesis.BaseSchema) -> None:
     bound_tgi_body(case.body, server.model)
-    call_without_server_error(case, server, prefix="")
+    call_and_check(case, server, served_schema, prefix="")
+
+
+# ------------------------------------------------------------------- the rest of the served document
+# Every other operation of the server's own document (the Anthropic, Responses, Ollama and TGI front
+# doors, the model lists), its answers checked against the response schemas the document gives it.
+# On a server of its own: an Ollama `keep_alive` or a stored response must not touch the suite's.
+# Left out: what the operations above already fuzz through the contract (the same handlers),
+# /api/pull (a download) and /api/delete (removes model files).
+
+FUZZED_ABOVE = r"^/(inference/)?v1/(completions|chat/completions|embeddings|rerank)$|^/generate$"
+served_document = (schemathesis.openapi.from_dict(events_as_data(openapi_document()), config=CONFIG)
+                   .exclude(path_regex=FUZZED_ABOVE).exclude(path=["/api/pull", "/api/delete"]))
+TOKEN_LIMITS = ("max_tokens", "max_output_tokens")  # Anthropic's and the Responses API's
+
+
+@pytest.fixture(scope="module")
+def front_doors() -> Iterator[RunningServer]:
+    running = start_server("--ctx-size", "1024", "--parallel", "2")
+    OutputReader(running.process)
+    yield running
+    stop_server(running)
+
+
+def _clip(value: Any) -> Any:
+    """`value` with every string cut to MAX_TEXT characters and every list to MAX_INPUTS items."""
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, list):
+        return [_clip(item) for item in value[:MAX_INPUTS]]
+    if isinstance(value, dict):
+        return {key: _clip(item) for key, item in value.items()}
+    return value
+
+
+def bound_served_body(body: Any, served_model: str, path: str) -> None:
+    """Short texts, at most MAX_TOKENS generated, the model kept loaded, and mostly the served
+    model (in place)."""
+    if not isinstance(body, dict):
+        return
+    if zlib.crc32(json.dumps(body, sort_keys=True, default=repr).encode()) % 4:
+        body["model"] = served_model
+    body.update(_clip(body))
+    body.pop("keep_alive", None)  # Ollama's: 0 unloads the model
+    for field in TOKEN_LIMITS:
+        if field in body:
+            body[field] = _lower(body[field], MAX_TOKENS)
+    if path == "/v1/responses" and body.get("max_output_tokens") is None:
+        body["max_output_tokens"] = MAX_TOKENS
+    if path in ("/api/chat", "/api/generate"):
+        if not isinstance(body.get("options"), dict):
+            body["options"] = {}
+        predict = body["options"].get("num_predict")
+        if not isinstance(predict, int) or isinstance(predict, bool) or not 0 <= predict <= MAX_TOKENS:
+            body["options"]["num_predict"] = MAX_TOKENS  # Ollama's default, -1, runs to the context's end
+    if path in ("/", "/generate_stream"):
+        bound_tgi_body(body, served_model)
+
+
+@served_document.parametrize()
+@hypothesis.settings(report_multiple_bugs=False)
+def test_the_other_front_doors_conform_to_the_served_document(case: schemathesis.Case, front_doors: RunningServer,
+                                                               served_schema: schemathesis.BaseSchema) -> None:
+    bound_served_body(case.body, front_doors.model, case.operation.path)
+    call_and_check(case, front_doors, served_schema, prefix="")

@@ -11,12 +11,16 @@ QUESTION = [{"role": "user", "content": "What is the capital of France?"}]
 
 
 
-def test_openai_completion(openai_client, server):
+def test_openai_completion(openai_client, server, http):
     result = openai_client.completions.create(model=server.model, prompt="The capital of France is",
                                               max_tokens=6, temperature=0)
     assert result.object == "text_completion"
-    assert result.choices[0].text and result.choices[0].finish_reason in ("stop", "length")
-    assert result.usage.completion_tokens >= 1
+    wire = http.post("/v1/completions", json={"model": server.model, "prompt": "The capital of France is",
+                                              "max_tokens": 6, "temperature": 0}).json()
+    [choice] = wire["choices"]
+    assert result.choices[0].text == choice["text"] and choice["text"]
+    assert result.choices[0].finish_reason == choice["finish_reason"]
+    assert result.usage.completion_tokens == wire["usage"]["completion_tokens"]
 
 
 def test_openai_completion_stream(openai_client, server):
@@ -29,10 +33,17 @@ def test_openai_completion_stream(openai_client, server):
     assert chunks[-1].usage.completion_tokens == whole.usage.completion_tokens
 
 
-def test_openai_chat(openai_client, server):
+def test_openai_chat(openai_client, server, http):
     result = openai_client.chat.completions.create(model=server.model, messages=QUESTION, max_tokens=12, temperature=0)
     assert result.object == "chat.completion"
-    assert result.choices[0].message.role == "assistant" and result.choices[0].message.content
+    wire = http.post("/v1/chat/completions", json={"model": server.model, "messages": QUESTION, "max_tokens": 12,
+                                                   "temperature": 0}).json()
+    [choice] = wire["choices"]
+    assert result.choices[0].message.role == "assistant"
+    assert result.choices[0].message.content == choice["message"]["content"] and choice["message"]["content"]
+    assert result.choices[0].finish_reason == choice["finish_reason"]
+    assert result.usage.completion_tokens == wire["usage"]["completion_tokens"]
+    assert result.usage.prompt_tokens == wire["usage"]["prompt_tokens"]
 
 
 def test_openai_chat_stream_with_usage(openai_client, server):
@@ -85,5 +96,5 @@ def test_fireworks_chat_and_stream(fireworks_client, server):
 
 def test_fireworks_context_error(fireworks_client, server):
     with pytest.raises(fireworks.BadRequestError, match="maximum context length"):
-        fireworks_client.completions.create(model=server.model, prompt=[504] * 1000, max_tokens=500,
+        fireworks_client.completions.create(model=server.model, prompt=[504] * 1000, max_tokens=4000,
                                             context_length_exceeded_behavior="error")

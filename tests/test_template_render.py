@@ -51,11 +51,11 @@ TOOL_ROUND_TRIP = [
     {"role": "user", "content": "And what should I wear?"},
 ]
 
-# name: (messages, tools, the user's text the prompt must hold)
-CONVERSATIONS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None, str]] = {
-    "system_user": (SYSTEM_USER, None, "Name a prime number."),
-    "user_only": (USER_ONLY, None, "Name a prime number."),
-    "tool_round_trip": (TOOL_ROUND_TRIP, TOOLS, "And what should I wear?"),
+# name: (messages, tools)
+CONVERSATIONS: dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]] | None]] = {
+    "system_user": (SYSTEM_USER, None),
+    "user_only": (USER_ONLY, None),
+    "tool_round_trip": (TOOL_ROUND_TRIP, TOOLS),
 }
 
 ALTERNATION = "conversation roles must alternate user"
@@ -110,6 +110,14 @@ def render(source: str, messages: list[dict[str, Any]] | None = None, **variable
     return template.render(messages if messages is not None else USER_ONLY, **variables)
 
 
+def assert_in_order(prompt: str, texts: list[str]) -> None:
+    start = 0
+    for text in texts:
+        found = prompt.find(text, start)
+        assert found >= 0, f"{text!r} is not in the prompt after position {start}: {prompt!r}"
+        start = found + len(text)
+
+
 def test_the_fixtures_are_there():
     assert len(FIXTURES) >= 50, FIXTURE_DIR
     assert {fixture for fixture, _ in EXPECTED_FAILURES} <= set(FIXTURES)
@@ -118,15 +126,17 @@ def test_the_fixtures_are_there():
 @pytest.mark.parametrize("conversation", list(CONVERSATIONS))
 @pytest.mark.parametrize("fixture", FIXTURES)
 def test_fixture_renders_conversation(fixture: str, conversation: str):
-    messages, tools, user_text = CONVERSATIONS[conversation]
+    messages, tools = CONVERSATIONS[conversation]
     original = copy.deepcopy(messages)
     template = fixture_template(fixture)
     assert template.compile_error is None
     expected = EXPECTED_FAILURES.get((fixture, conversation))
     if expected is None:
         prompt = template.render(messages, add_generation_prompt=True, tools=tools)
-        assert prompt.strip()
-        assert user_text in prompt
+        # Templates differ in how (and whether) they show tool calls and results, but every one
+        # that renders a conversation holds each system and user text verbatim, in its order.
+        texts = [message["content"] for message in messages if message["role"] in ("system", "user")]
+        assert_in_order(prompt, texts)
     else:
         raised_by_template, message, _reason = expected
         with pytest.raises(TemplateRenderError) as failure:

@@ -133,16 +133,25 @@ def test_chat_prompt_options_that_cannot_apply_are_400(http, server, fields, par
 def test_prompt_token_ids_with_messages_is_400(http, server):
     response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, "prompt_token_ids": [1, 2]})
     assert response.status_code == 400
+    assert response.json()["error"] == {"message": "give messages or prompt_token_ids, not both",
+                                        "type": "invalid_request_error", "param": "messages", "code": None}
 
 
 def test_informational_fields_are_accepted(http, server):
+    """Fields that only inform (or ask for the default) change nothing in the answer."""
+    plain = {"model": server.model, "messages": MESSAGES, "max_tokens": 6, "temperature": 0}
     response = http.post(CHAT, json={
-        "model": server.model, "messages": MESSAGES, "max_tokens": 2, "user": "u1", "metadata": {"k": "v"},
+        **plain, "user": "u1", "metadata": {"k": "v"},
         "prompt_cache_key": "k", "prompt_cache_isolation_key": "i", "service_tier": "priority",
         "raw_output": False, "logprobs": False, "response_format": {"type": "text"}, "parallel_tool_calls": True,
         "safe_tokenization": False, "return_token_ids": False,
     })
     assert response.status_code == 200, response.text
+    [choice] = response.json()["choices"]
+    [expected] = http.post(CHAT, json=plain).json()["choices"]
+    assert choice["message"] == expected["message"] and choice["message"]["content"]
+    assert choice["finish_reason"] == expected["finish_reason"] and choice["logprobs"] is None
+    assert "raw_output" not in choice and "token_ids" not in choice
 
 
 def test_unknown_model_is_404_in_openai_shape(http):

@@ -3,7 +3,7 @@ with their figures.
 
     .venv/bin/python tests/bench/bench_reliability.py [--fireside PATH] [--requests 300] [--clients 48]
 
-Against one `fireside serve --parallel 4` on the default model (`--fireside` points at another
+Against one `fireside serve --parallel 4 --max-queue CLIENTS` on the default model (`--fireside` points at another
 install's command, to measure a baseline the same way), in turn:
 
   idle        mixed requests on every front door (tests/load.py): streams and whole answers, n > 1,
@@ -123,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=300)
     parser.add_argument("--clients", type=int, default=48)
     args = parser.parse_args(argv)
-    server = Fireside(args.fireside, "--parallel", "4", "--ctx-size", "2048")
+    # --max-queue as many as the clients: no live request can find the queue full, so every 429
+    # counts a place still held by a request whose client had gone
+    server = Fireside(args.fireside, "--parallel", "4", "--ctx-size", "2048", "--max-queue", str(args.clients))
     try:
         before = greedy_answer(server.base_url, server.model)
         asyncio.run(run_load(server.base_url, server.model, requests=16, clients=4, seed=1))  # warm every path
