@@ -145,6 +145,9 @@ class GgufFile:
     """
 
     def __init__(self, path: Path):
+        from backends.llama_model import init_backend
+
+        init_backend()  # ggml's own messages (a bad magic) go to our log, not to stderr
         init = native_function("gguf_init_from_file", _ptr, ctypes.c_char_p, _GgufInitParams)
         self._ctx = init(str(path).encode(), _GgufInitParams(True, None))
         if not self._ctx:
