@@ -197,31 +197,6 @@ def test_sampling_fields_are_honoured(http, server):
     assert mirostat.status_code == 200 and mirostat.json()["usage"]["completion_tokens"] >= 1
 
 
-def test_context_truncate_lowers_max_tokens(http, server):
-    ctx = http.get("/v1/models").json()["data"][0]["context_length"]
-    prompt = [504] * (ctx - 5)
-    body = greedy(http, server.model, prompt, 100, ignore_eos=True)
-    assert body["usage"]["completion_tokens"] == 5
-    assert body["choices"][0]["finish_reason"] == "length"
-
-
-def test_context_error_gives_400_with_both_numbers(http, server):
-    ctx = http.get("/v1/models").json()["data"][0]["context_length"]
-    prompt = [504] * (ctx - 5)
-    response = complete(http, server.model, prompt=prompt, max_tokens=100,
-                        context_length_exceeded_behavior="error")
-    assert response.status_code == 400
-    message = response.json()["error"]["message"]
-    assert str(ctx) in message and str(ctx - 5 + 100) in message
-
-
-def test_prompt_longer_than_the_context_is_400(http, server):
-    ctx = http.get("/v1/models").json()["data"][0]["context_length"]
-    response = complete(http, server.model, prompt=[504] * (ctx + 1))
-    assert response.status_code == 400
-    assert str(ctx + 1) in response.json()["error"]["message"]
-
-
 def test_stream_chunks_carry_ids_and_end_with_usage_then_done(http, server):
     with http.stream("POST", "/v1/completions", json={
         "model": server.model, "prompt": PROMPT, "max_tokens": 6, "temperature": 0, "stream": True, "n": 2,

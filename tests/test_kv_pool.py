@@ -99,3 +99,32 @@ def test_a_long_request_waits_for_the_slots_it_needs(pooled):
     for thread in group:
         thread.join(300)
     assert first and all(at <= first_at for at in ended.values()) and len(ended) == 3
+
+
+# The advertised context (/v1/models' context_length, the pool here) is what a request gets.
+
+def _context(server) -> int:
+    return httpx.get(f"{server.v1}/models", timeout=30).json()["data"][0]["context_length"]
+
+
+def test_context_truncate_lowers_max_tokens(pooled):
+    ctx = _context(pooled)
+    body = _complete(pooled, {"prompt": [504] * (ctx - 5), "max_tokens": 100, "ignore_eos": True}).json()
+    assert body["usage"]["completion_tokens"] == 5
+    assert body["choices"][0]["finish_reason"] == "length"
+
+
+def test_context_error_gives_400_with_both_numbers(pooled):
+    ctx = _context(pooled)
+    response = _complete(pooled, {"prompt": [504] * (ctx - 5), "max_tokens": 100,
+                                  "context_length_exceeded_behavior": "error"})
+    assert response.status_code == 400
+    message = response.json()["error"]["message"]
+    assert str(ctx) in message and str(ctx - 5 + 100) in message
+
+
+def test_prompt_longer_than_the_context_is_400(pooled):
+    ctx = _context(pooled)
+    response = _complete(pooled, {"prompt": [504] * (ctx + 1)})
+    assert response.status_code == 400
+    assert str(ctx + 1) in response.json()["error"]["message"]
