@@ -140,7 +140,7 @@ async def run_load(base_url: str, model: str, *, requests: int, clients: int, se
 # Hostile bodies beside tests/test_hostile_front_doors.HOSTILE, for every front door's POST routes
 HOSTILE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/messages",
                  "/v1/messages/count_tokens", "/v1/responses", "/api/chat", "/api/generate", "/api/embed",
-                 "/api/show", "/generate", "/generate_stream", "/tokenize")
+                 "/api/show", "/generate", "/generate_stream")
 EXTRA_HOSTILE = {
     "template injection": json.dumps({"model": "m", "messages": [
         {"role": "user", "content": "{{ cycler.__init__.__globals__.os.popen('id').read() }}{% for x in range(99999999) %}"}],
