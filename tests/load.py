@@ -141,18 +141,22 @@ async def run_load(base_url: str, model: str, *, requests: int, clients: int, se
 HOSTILE_PATHS = ("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/v1/messages",
                  "/v1/messages/count_tokens", "/v1/responses", "/api/chat", "/api/generate", "/api/embed",
                  "/api/show", "/generate", "/generate_stream")
-EXTRA_HOSTILE = {
-    "template injection": json.dumps({"model": "m", "messages": [
-        {"role": "user", "content": "{{ cycler.__init__.__globals__.os.popen('id').read() }}{% for x in range(99999999) %}"}],
-        "max_tokens": 1}).encode(),
-    "pathological regex": json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1,
-                                      "response_format": {"type": "regex", "regex": "(a*)*" * 200 + "b{99999}"}}).encode(),
-    "pathological schema": json.dumps({"model": "m", "messages": [{"role": "user", "content": "x"}], "max_tokens": 1,
-                                       "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {
-                                           "type": "string", "minLength": 10**9, "pattern": "(x+x+)+y"}}}}).encode(),
-    "a huge array": b'{"model": "m", "input": [' + b'"a",' * 400_000 + b'"a"]}',
-    "an oversized body": b'{"model": "m", "prompt": "' + b"a" * (20 << 20) + b'"}',
-}
+
+
+def extra_hostile(model: str) -> dict[str, bytes]:
+    """Bodies that are valid JSON for `model`, each hostile in what it asks for."""
+    return {
+        "template injection": json.dumps({"model": model, "messages": [
+            {"role": "user", "content": "{{ cycler.__init__.__globals__.os.popen('id').read() }}{% for x in range(99999999) %}"}],
+            "max_tokens": 1}).encode(),
+        "pathological regex": json.dumps({"model": model, "messages": [{"role": "user", "content": "x"}], "max_tokens": 1,
+                                          "response_format": {"type": "regex", "regex": "(a*)*" * 200 + "b{99999}"}}).encode(),
+        "pathological schema": json.dumps({"model": model, "messages": [{"role": "user", "content": "x"}], "max_tokens": 1,
+                                           "response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": {
+                                               "type": "string", "minLength": 10**9, "pattern": "(x+x+)+y"}}}}).encode(),
+        "a huge array": json.dumps({"model": model, "input": ["a"] * 400_000}).encode(),
+        "an oversized body": json.dumps({"model": model, "prompt": "a" * (20 << 20)}).encode(),
+    }
 
 
 def wait_settled(base_url: str, timeout: float = 120.0) -> dict:

@@ -36,15 +36,16 @@ if str(ROOT) not in sys.path:
 
 from tests.conftest import FIRESIDE, free_port, stop_process
 from tests.load import (
-    EXTRA_HOSTILE,
     HOSTILE_PATHS,
     cpu_neighbours,
+    extra_hostile,
     greedy_answer,
     rss_bytes,
     run_load,
     wait_settled,
 )
 from tests.test_hostile_front_doors import HOSTILE
+from tests.test_reliability import ANSWERED
 
 
 class Fireside:
@@ -99,7 +100,7 @@ def hostile_run(server: Fireside) -> str:
     slowest: dict[str, float] = {}
     bad: list[str] = []
     with httpx.Client(base_url=server.base_url, timeout=120) as client:
-        for kind, body in {**HOSTILE, **EXTRA_HOSTILE}.items():
+        for kind, body in {**HOSTILE, **extra_hostile(server.model)}.items():
             for path in HOSTILE_PATHS:
                 started = time.perf_counter()
                 try:
@@ -110,11 +111,11 @@ def hostile_run(server: Fireside) -> str:
                     bad.append(f"{kind} {path}: {type(error).__name__}")
                 slowest[kind] = max(slowest.get(kind, 0.0), time.perf_counter() - started)
                 statuses[status] = statuses.get(status, 0) + 1
-                if not 400 <= status < 500:
+                if not 400 <= status < 500 and not (status == 200 and kind in ANSWERED and "uid=" not in response.text):
                     bad.append(f"{kind} {path}: {status}")
     same = greedy_answer(server.base_url, server.model) == before
     times = ", ".join(f"{kind} {seconds * 1000:.0f} ms" for kind, seconds in slowest.items())
-    return f"statuses {dict(sorted(statuses.items()))}; not 4xx: {bad[:5]}; same greedy answer: {same}; slowest: {times}"
+    return f"statuses {dict(sorted(statuses.items()))}; neither 4xx nor a fair answer: {bad[:5]}; same greedy answer: {same}; slowest: {times}"
 
 
 def main(argv: list[str] | None = None) -> int:
