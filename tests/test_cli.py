@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+from pathlib import Path
 
 import httpx
 import pytest
@@ -66,3 +67,14 @@ def test_two_models_with_the_same_id_is_an_error(model_path):
     result = run_fireside("serve", "--model", str(model_path), "--model", str(model_path))
     assert result.returncode == 1
     assert "--alias" in result.stderr
+
+
+@pytest.mark.parametrize("mapped", [False, True])
+def test_weights_are_read_into_memory_unless_mmap(model_path, mapped):
+    server = start_server("--model", str(model_path), "--ctx-size", "256", "--parallel", "1",
+                          *(["--mmap"] if mapped else []))
+    try:
+        maps = Path(f"/proc/{server.process.pid}/maps").read_text()
+        assert (str(model_path.resolve()) in maps) == mapped
+    finally:
+        stop_server(server)

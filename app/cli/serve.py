@@ -108,6 +108,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="on SIGTERM or SIGINT, how long running requests may go on to their end while new ones "
                             "get 503; then they end with an error chunk and the server exits 0 (a second signal: at once; "
                             f"default {DEFAULT_SHUTDOWN_GRACE:g})")
+    serve.add_argument("--mmap", action="store_true",
+                       help="map model files instead of reading them into memory (shared page cache, but a file "
+                            "truncated or rewritten under a loaded model then kills the server with SIGBUS)")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
     serve.add_argument("--log-prompts", action="store_true",
                        help="include prompt and output text (truncated) in the request log lines")
@@ -180,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
         options = dataclasses.replace(options, saved_prompts=_saved_prompts(args.prompt_cache_disk, config))
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj),
-            ModelOptions(), options,
+            ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded,
             memory_budget=parse_size(budget, "--memory-budget") if budget is not None else None,
             gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
