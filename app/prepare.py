@@ -132,12 +132,13 @@ def fit_max_tokens(prompt_tokens: int, requested: int | None, default: int | Non
                    ctx_size: int, behavior: str, *, limit: int | None = None) -> int:
     """The completion budget of one prompt (`context_length_exceeded_behavior`).
 
-    A request's window is `ctx_size` (one slot's share of the KV pool) when its prompt and the
-    completion it asks for fit there; one that needs more may take up to `limit` tokens (the
-    whole pool, served when the other slots make room; see backends.kv_pool)."""
+    A request's window is `ctx_size` (one slot's share of the KV pool) when its prompt fits
+    there, its completion cut to the room left as always (a habitual large `max_tokens` must not
+    make every request wait for the whole pool); a longer prompt may take up to `limit` tokens
+    (the whole pool, served when the other slots make room; see backends.kv_pool)."""
     limit = max(limit or ctx_size, ctx_size)
     wanted = requested if requested is not None else default
-    window = ctx_size if prompt_tokens + (wanted or 0) <= ctx_size else limit
+    window = ctx_size if prompt_tokens < ctx_size else limit
     if prompt_tokens > window:
         raise BadRequest(
             f"This model's maximum context length is {window} tokens. However, your prompt has "

@@ -82,14 +82,18 @@ def test_fit_max_tokens():
 
 
 def test_fit_max_tokens_beyond_a_slots_share_of_the_pool():
-    # a share of 100 tokens in a pool of 400: what fits the share stays there, more takes the pool
+    # a share of 100 tokens in a pool of 400: a prompt that fits the share stays there (a large
+    # max_tokens is cut to the room left), a longer one takes the pool
     assert fit_max_tokens(10, None, None, 100, "truncate", limit=400) == 90
     assert fit_max_tokens(10, 90, None, 100, "error", limit=400) == 90
-    assert fit_max_tokens(10, 200, None, 100, "error", limit=400) == 200
+    assert fit_max_tokens(10, 500, None, 100, "truncate", limit=400) == 90
+    with pytest.raises(BadRequest, match="100 tokens.*510 tokens"):
+        fit_max_tokens(10, 500, None, 100, "error", limit=400)
+    assert fit_max_tokens(100, None, None, 100, "truncate", limit=400) == 300
     assert fit_max_tokens(150, None, None, 100, "truncate", limit=400) == 250
     assert fit_max_tokens(150, 1000, None, 100, "truncate", limit=400) == 250
-    with pytest.raises(BadRequest, match="400 tokens.*510 tokens"):
-        fit_max_tokens(10, 500, None, 100, "error", limit=400)
+    with pytest.raises(BadRequest, match="400 tokens.*1150 tokens"):
+        fit_max_tokens(150, 1000, None, 100, "error", limit=400)
     with pytest.raises(BadRequest, match="maximum context length is 400 tokens.*401 tokens"):
         fit_max_tokens(401, None, None, 100, "truncate", limit=400)
 
