@@ -377,7 +377,8 @@ class Engine:
             if blocked or not free or waiting.group in self._prefilling:
                 kept.append(waiting)  # siblings wait for their prompt's prefill, then copy it
                 continue
-            if not self._pool.admits(_need(waiting.prompt), self._running_needs(), self._slots):
+            need = _need(waiting.prompt.tokens, waiting.prompt.max_tokens)
+            if not self._pool.admits(need, self._running_needs(), self._slots):
                 kept.append(waiting)
                 blocked = True
                 continue
@@ -419,7 +420,7 @@ class Engine:
             echo_from = max(len(prompt) - job.logprobs.prompt_last, 0)
             reuse_limit = min(reuse_limit, max(echo_from - 1, 0))  # the rows scoring them are decoded
         cached = self._reuse_prefix(slot, prompt, shared, reuse_limit)
-        self._pool.make_room(slot, _need(waiting.prompt), self._running_needs(), self._slots)
+        self._pool.make_room(slot, _need(prompt, waiting.prompt.max_tokens), self._running_needs(), self._slots)
         observed = job.logprobs is not None and (job.logprobs.sampling or job.logprobs.active_ids)
         sampler = SamplerChain(
             job.sampling,
@@ -444,7 +445,7 @@ class Engine:
         self._mark_started(waiting.handle)
 
     def _running_needs(self) -> list[int]:
-        return [len(seq.prompt) + max(seq.max_tokens, 0) for seq in self._active]
+        return [_need(seq.prompt, seq.max_tokens) for seq in self._active]
 
     def _guard_bytes(self, token: int) -> bytes:
         """A token's bytes as a uniqueItems guard reads them (markup included)."""
@@ -788,6 +789,6 @@ class Engine:
         self._prefilling.discard(seq.group)
 
 
-def _need(prompt: PromptSpec) -> int:
+def _need(prompt: tuple[int, ...], max_tokens: int) -> int:
     """The KV cells a choice may come to hold: its prompt and its completion budget."""
-    return len(prompt.tokens) + max(prompt.max_tokens, 0)
+    return len(prompt) + max(max_tokens, 0)

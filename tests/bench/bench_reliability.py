@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -34,7 +32,8 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.conftest import FIRESIDE, free_port, stop_process
+from tests.bench.bench_engine import Server
+from tests.conftest import FIRESIDE, free_port
 from tests.load import (
     HOSTILE_PATHS,
     cpu_neighbours,
@@ -48,23 +47,12 @@ from tests.test_hostile_front_doors import HOSTILE
 from tests.test_reliability import ANSWERED
 
 
-class Fireside:
-    def __init__(self, command: Path, *args: str):
-        self.port = free_port()
-        self.base_url = f"http://127.0.0.1:{self.port}"
-        self.process = subprocess.Popen([str(command), "serve", "--port", str(self.port), "--prompt-cache-disk", "0",
-                                         *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline:
-            with contextlib.suppress(httpx.HTTPError):
-                health = httpx.get(f"{self.base_url}/health", timeout=2).json()
-                self.model = health["models"][0]["id"]
-                return
-            time.sleep(0.3)
-        raise RuntimeError("fireside did not start")
+def fireside(command: Path, *args: str) -> Server:
+    port = free_port()
+    return Server(str(command), [str(command), "serve", "--port", str(port), "--prompt-cache-disk", "0", *args], port)
 
 
-def settled(server: Fireside, before: str, memory: int) -> str:
+def settled(server: Server, before: str, memory: int) -> str:
     health = wait_settled(server.base_url)
     left = sum(m["busy_slots"] + m["queued_choices"] + m["queued_requests"] for m in health["models"])
     same = greedy_answer(server.base_url, server.model) == before
@@ -72,7 +60,7 @@ def settled(server: Fireside, before: str, memory: int) -> str:
     return f"left busy/queued: {left}; same greedy answer: {same}; memory growth {growth:+.0f} MiB"
 
 
-async def stalled_streams(server: Fireside, count: int) -> list[httpx.Response]:
+async def stalled_streams(server: Server, count: int) -> list[httpx.Response]:
     """Streams whose clients read their first bytes, then stop reading (the sockets stay open)."""
     clients, responses = [], []
     for _ in range(count):
@@ -86,7 +74,7 @@ async def stalled_streams(server: Fireside, count: int) -> list[httpx.Response]:
     return [*responses, *clients]
 
 
-async def stalled_run(server: Fireside, args: argparse.Namespace) -> str:
+async def stalled_run(server: Server, args: argparse.Namespace) -> str:
     held = await stalled_streams(server, 6)
     report = await run_load(server.base_url, server.model, requests=args.requests // 3, clients=8, seed=5)
     for item in held:
@@ -94,7 +82,7 @@ async def stalled_run(server: Fireside, args: argparse.Namespace) -> str:
     return report.describe()
 
 
-def hostile_run(server: Fireside) -> str:
+def hostile_run(server: Server) -> str:
     before = greedy_answer(server.base_url, server.model)
     statuses: dict[int, int] = {}
     slowest: dict[str, float] = {}
@@ -126,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # --max-queue as many as the clients: no live request can find the queue full, so every 429
     # counts a place still held by a request whose client had gone
-    server = Fireside(args.fireside, "--parallel", "4", "--ctx-size", "2048", "--max-queue", str(args.clients))
+    server = fireside(args.fireside, "--parallel", "4", "--ctx-size", "2048", "--max-queue", str(args.clients))
     try:
         before = greedy_answer(server.base_url, server.model)
         asyncio.run(run_load(server.base_url, server.model, requests=16, clients=4, seed=1))  # warm every path
@@ -143,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stalled: {asyncio.run(stalled_run(server, args))}\n  {settled(server, before, memory)}")
         print(f"hostile: {hostile_run(server)}\n  {settled(server, before, memory)}")
     finally:
-        stop_process(server.process)
+        server.stop()
     return 0
 
 
