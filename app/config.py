@@ -18,10 +18,18 @@ keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1"
 mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
 pooling = "last"           # how /v1/embeddings pools: "mean", "cls", "last" (the default: the GGUF's own,
                            # else last-token for a generative model), "rank"
+rpc = ["192.168.1.20:50052"]   # `fireside worker`s whose devices take its layers (all, unless gpu_layers)
+tensor_split = [3, 1]      # the share of layers per device, the workers' first (default: by free memory)
 
 [models.sampling]          # defaults for requests that leave these fields out
 temperature = 0.7
 top_p = 0.9
+
+[[models]]                 # a model that runs on another OpenAI-compatible server (vLLM, Fireworks, a Fireside)
+id = "llama-70b"
+upstream = "https://gpu-box.lan:8000/v1"           # its OpenAI base URL; every front door forwards there
+api_key_env = "GPU_BOX_KEY"                        # the environment variable holding its bearer key
+model = "meta-llama/Llama-3.3-70B-Instruct"        # its name there (default: the id)
 ```
 
 Read with the standard library's TOML rules through tomlkit, which also edits the file (`fireside
@@ -37,6 +45,7 @@ from __future__ import annotations
 import difflib
 import functools
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -49,9 +58,12 @@ from app.atomic_file import replace_file
 from app.locations import config_file, models_dir
 from app.toml_places import Places
 from backends.embedder import Pooling
+from backends.gpu_layers import parse_tensor_split
 from backends.kv_cache import CACHE_TYPES
 from backends.llama_model import ModelLoadError
 from backends.registry import ModelSpec
+from backends.rpc import Endpoint, parse_endpoints
+from backends.upstream import Upstream
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
 FOREVER = float("inf")
@@ -84,6 +96,9 @@ class ModelEntry:
     pooling: str | None = None  # a `backends.embedder.Pooling` name
     cache_type: str | None = None  # the KV cache's element type; None: --cache-type
     draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
+    rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers
+    tensor_split: tuple[float, ...] = ()  # the share of layers on each device (the workers' first)
+    upstream: Upstream | None = None  # runs on another server; `file` is then its URL, not a file
     source: Path | None = field(default=None, compare=False)  # the config file it was read from
 
     @property
@@ -111,7 +126,7 @@ _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
-def parse_duration(value: str | int | float, where: str) -> float:
+def parse_duration(value: str | float, where: str) -> float:
     """Seconds from `300`, `"90s"`, `"5m"`, `"1h"`; a negative value means forever."""
     if isinstance(value, bool):
         raise ConfigError(f"{where}: expected a duration like \"5m\", got {value!r}")
@@ -153,7 +168,8 @@ def _path(value: Any, base: Path, where: str) -> Path:
 
 
 MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
-                        "sampling", "mmproj", "pooling", "cache_type", "draft"})
+                        "sampling", "mmproj", "pooling", "cache_type", "draft", "rpc", "tensor_split",
+                        "upstream", "api_key_env", "model"})
 TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
 
 
@@ -197,6 +213,7 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
     draft = raw.get("draft")
     if draft is not None and draft not in DRAFT_MODES:
         raise ConfigError(f"{where('draft')}: draft is one of {', '.join(DRAFT_MODES)}, got {draft!r}")
+    rpc, tensor_split = _placement(raw, where)
     sampling = raw.get("sampling", {})
     if not isinstance(sampling, dict):
         raise ConfigError(f"{where('sampling')}: sampling is a table ([models.sampling])")
@@ -206,9 +223,10 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         line_of = ("models", index, "sampling", name)
         raise ConfigError(f"{places.where(('models', index, 'sampling'), line_of=line_of)}: {complaint}")
     config_path = places.path
+    upstream = _upstream(raw, model_id, where)
     return ModelEntry(
         id=model_id,
-        file=_path(raw.get("file"), models_dir(), where("file")),
+        file=_path(raw.get("file"), models_dir(), where("file")) if upstream is None else Path(upstream.url),
         aliases=tuple(aliases),
         context_size=context,
         gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), where("gpu_layers")),
@@ -220,8 +238,61 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         pooling=pooling,
         cache_type=cache_type,
         draft=draft,
+        rpc=rpc,
+        tensor_split=tensor_split,
+        upstream=upstream,
         source=config_path,
     )
+
+
+# what only a model loaded here has: none of it applies to one that runs upstream
+LOCAL_KEYS = ("file", "context_size", "gpu_layers", "chat_template", "keep_alive", "mmproj", "pooling", "cache_type",
+              "draft", "rpc", "tensor_split")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+def _upstream(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> Upstream | None:
+    """`upstream` (an http(s) URL), `api_key_env` and `model`; None for a model served here."""
+    if "upstream" not in raw:
+        for key in ("api_key_env", "model"):
+            if key in raw:
+                raise ConfigError(f"{where(key)}: {key} goes with upstream (a model that runs on another server)")
+        return None
+    url = raw["upstream"]
+    if not isinstance(url, str) or not re.match(r"^https?://[^/\s]+", url):
+        raise ConfigError(f"{where('upstream')}: upstream is the OpenAI base URL of another server, like "
+                          f"\"https://HOST/v1\", got {url!r}")
+    local = next((key for key in LOCAL_KEYS if key in raw), None)
+    if local is not None:
+        raise ConfigError(f"{where(local)}: {local} does not apply to {model_id}, which runs upstream at {url}")
+    key_env = raw.get("api_key_env")
+    if key_env is not None and (not isinstance(key_env, str) or not _ENV_NAME.match(key_env)):
+        raise ConfigError(f"{where('api_key_env')}: api_key_env is the name of an environment variable holding "
+                          f"the upstream's key, like \"FIREWORKS_API_KEY\", got {key_env!r}")
+    name = raw.get("model")
+    if name is not None and (not isinstance(name, str) or not name):
+        raise ConfigError(f"{where('model')}: model is the model's name on the upstream server")
+    return Upstream(url.rstrip("/"), key_env, name)
+
+
+def _placement(raw: dict[str, Any], where: Callable[..., str]) -> tuple[tuple[Endpoint, ...], tuple[float, ...]]:
+    """`rpc` (a list of "HOST:PORT", or one comma-separated string) and `tensor_split`."""
+    rpc: tuple[Endpoint, ...] = ()
+    if "rpc" in raw:
+        value = raw["rpc"]
+        if not isinstance(value, str) and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+            raise ConfigError(f"{where('rpc')}: rpc is a list of \"HOST:PORT\" workers")
+        try:
+            rpc = parse_endpoints(value)
+        except ValueError as error:
+            raise ConfigError(f"{where('rpc')}: {error}") from None
+    split: tuple[float, ...] = ()
+    if "tensor_split" in raw:
+        try:
+            split = parse_tensor_split(raw["tensor_split"])
+        except ValueError as error:
+            raise ConfigError(f"{where('tensor_split')}: {error}") from None
+    return rpc, split
 
 
 def _parse(path: Path, text: str) -> tuple[tomlkit.TOMLDocument, Places]:
@@ -328,7 +399,8 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, draft=entry.draft, eager=False, reread=reread)
+                     cache_type=entry.cache_type, draft=entry.draft, rpc=entry.rpc, tensor_split=entry.tensor_split,
+                     upstream=entry.upstream, eager=False, reread=reread)
 
 
 def _reread(path: Path, model_id: str) -> ModelSpec:

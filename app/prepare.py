@@ -34,12 +34,17 @@ class PreparedRequest:
     """A plan and the job that answers it on its model, with what shaping the answer needs."""
 
     plan: RequestPlan
-    served: ServedModel
+    served: ServedModel | None  # None: an upstream server answers (`app.upstream.UpstreamPrepared`)
     job: GenerationJob
     prompts: list[Prompt]  # one per prompt of the job
     chat: ChatFormat | None = None  # chats: the format whose parser reads the output
     tool_names: frozenset[str] | None = None  # the tools a call may name (None: no call possible)
     check: AnswerCheck | None = None  # what the grammar left to check in the finished answer
+
+    @property
+    def chats(self) -> bool:
+        """Whether the output is a chat's, parsed into content, reasoning and tool calls."""
+        return self.chat is not None
 
     @property
     def prompt_texts(self) -> list[str]:

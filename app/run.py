@@ -23,6 +23,7 @@ from app.plan import RequestPlan, StreamPlan
 from app.prepare import PreparedRequest, prepare
 from app.server.errors import (
     ApiError,
+    BadRequest,
     EngineFailure,
     ModelNotFound,
     ModelUnavailable,
@@ -39,6 +40,7 @@ from app.server.request_log import (
 )
 from app.server.sse import Framing
 from app.stream_buffer import ChunkBuffer, Entry, Piece
+from app.upstream import start_upstream
 from app.usage import RequestClock, UsageCounter
 from backends.engine import QueueFull
 from backends.jobs import (
@@ -51,7 +53,8 @@ from backends.jobs import (
     TextDelta,
 )
 from backends.llama_model import ModelLoadError
-from backends.registry import Lease, ModelRegistry, ServedModel
+from backends.registry import Lease, ModelRegistry, ModelSpec, ServedModel
+from backends.rpc import WorkerLost
 
 
 @dataclass(frozen=True)
@@ -107,6 +110,9 @@ MakeShaper = Callable[[PreparedRequest, RequestClock], Shaper]
 async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeShaper,
                  framing: Framing) -> Response | Stream:
     """The plan's answer, whole or streamed (`plan.stream`) in `framing`."""
+    spec = context.registry.knows(plan.model)
+    if spec is not None and spec.upstream is not None:
+        return await _answer_upstream(context, plan, spec, make_shaper, framing)
     lease = await acquire_model(context.registry, plan.model)
     try:
         prepared = await prepare(plan, lease.served, context.media)
@@ -124,9 +130,30 @@ async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeSh
     return shaper.whole(results, counter)
 
 
-async def acquire_model(registry: ModelRegistry, name: str) -> Lease:
-    """A lease on the request's model, loading it when needed (404 for an unknown one)."""
+async def _answer_upstream(context: RequestContext, plan: RequestPlan, spec: ModelSpec, make_shaper: MakeShaper,
+                           framing: Framing) -> Response | Stream:
+    """The plan's answer from the server its model runs on (`app.upstream`): the upstream's
+    chunks arrive as a job's events, so the same shapers, `stream` and `collect` write it. An
+    error the upstream answers before its stream starts keeps its status; a later one ends the
+    stream with the shaper's error chunk."""
+    note_model(plan.model)
+    prepared, handle = await start_upstream(plan, spec)
+    shaper = make_shaper(prepared, context.clock)
+    if plan.stream is not None:
+        frames = stream(handle, shaper, plan.stream, context.clock, framing)
+        return Stream(frames, media_type=framing.media_type, headers=framing.headers)
+    results, counter = await collect(handle, context.receive, context.clock)
+    return shaper.whole(results, counter)
+
+
+async def acquire_model(registry: ModelRegistry, name: str, what: str = "this endpoint") -> Lease:
+    """A lease on the request's model, loading it when needed (404 for an unknown one; 400 for
+    one that runs upstream: `what` the caller does is not forwarded there, only `answer` is)."""
     note_model(name)
+    spec = registry.knows(name)
+    if spec is not None and spec.upstream is not None:
+        raise BadRequest(f"{spec.id} runs on the upstream server {spec.upstream.url}: {what} is not forwarded there "
+                         "(chat, completions and the other generation endpoints are)", param="model")
     try:
         lease = await registry.acquire(name)
     except ModelLoadError as error:
@@ -146,6 +173,8 @@ def submit(served: ServedModel, job: GenerationJob | EmbeddingJob) -> JobHandle:
 
 def _failure(event: JobFailed) -> ApiError:
     error = event.error
+    if isinstance(error, WorkerLost):  # the model's RPC worker went away: the model is unavailable
+        return ModelUnavailable(str(error))
     return error if isinstance(error, ApiError) else EngineFailure(f"generation failed: {error}")
 
 

@@ -72,6 +72,9 @@ class EmbeddingQueue:
     def drop(self, handle: JobHandle) -> None:
         self._waiting = deque(item for item in self._waiting if item[0] is not handle)
 
+    def handles(self) -> set[JobHandle]:
+        return {handle for handle, _ in list(self._waiting)}
+
     def fail_all(self, error: Exception, emit: Emit) -> None:
         for handle in {handle for handle, _ in self._waiting}:
             emit(handle, JobFailed(error))

@@ -16,7 +16,7 @@ KV cells are one pool (`KvPool`): a request larger than a slot's share is served
 from __future__ import annotations
 
 import asyncio
-import codecs
+import contextlib
 import logging
 import queue
 import threading
@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import llama_cpp
 
-from backends.drafting import Drafter, LookupDrafter
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
@@ -36,9 +35,7 @@ from backends.jobs import (
     GenerationJob,
     JobFailed,
     JobHandle,
-    LogprobOptions,
     PromptLogprobs,
-    PromptSpec,
     TextDelta,
     TokenLogprob,
 )
@@ -56,9 +53,8 @@ from backends.prompt_store import (
     slot_prompts,
     store_key,
 )
-from backends.reasoning_budget import BudgetTracker
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
-from backends.stops import StopMatcher
+from backends.sequences import Sequence, Waiting
 from backends.threads import ThreadPolicy, cpu_idle_seconds
 
 log = logging.getLogger("fireside.engine")
@@ -108,85 +104,6 @@ class EngineLoad:
     kv_used: int = 0  # cache positions the slots hold (running and kept for reuse)
 
 
-@dataclass(eq=False)
-class _Waiting:
-    handle: JobHandle
-    choice: int
-    prompt_index: int
-    prompt: PromptSpec
-
-    @property
-    def group(self) -> tuple[JobHandle, int]:
-        """The choices of one prompt: they share its prefill."""
-        return self.handle, self.prompt_index
-
-
-class _Sequence:
-    """One choice being generated in one slot."""
-
-    __slots__ = (
-        "budget",
-        "cached",
-        "choice",
-        "decoder",
-        "draft",
-        "drafted",
-        "drafter",
-        "echo_from",
-        "fed",
-        "first_token_at",
-        "generated",
-        "group",
-        "handle",
-        "images",
-        "last_token",
-        "logprobs",
-        "mark",
-        "max_tokens",
-        "output_row",
-        "prompt",
-        "prompt_entries",
-        "sampler",
-        "slot",
-        "special_text",
-        "stops",
-    )
-
-    def __init__(self, slot: Slot, waiting: _Waiting, sampler: SamplerChain, cached: int, auto_draft: bool):
-        self.slot = slot
-        self.handle = waiting.handle
-        self.choice = waiting.choice
-        self.group = waiting.group
-        self.prompt = waiting.prompt.tokens
-        self.images = {image.start: image for image in waiting.prompt.images}
-        self.max_tokens = waiting.prompt.max_tokens
-        self.fed = cached  # prompt tokens in the slot's cache so far
-        self.cached = cached  # of which reused from an earlier request
-        self.sampler = sampler
-        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self.stops = StopMatcher(waiting.handle.job.stop)
-        budget = waiting.handle.job.reasoning_budget
-        self.budget = BudgetTracker(budget) if budget is not None else None
-        self.special_text = waiting.handle.job.special_text
-        self.generated = 0
-        self.last_token = -1
-        self.output_row = -1  # batch row whose logits this sequence samples from, this step
-        self.mark = (len(slot.tokens), cached)  # (cache length, fed) before this step
-        self.logprobs: LogprobOptions | None = waiting.handle.job.logprobs
-        # Echo with logprobs: prompt positions from `echo_from` on get theirs (decoded, not reused).
-        self.echo_from = -1
-        self.prompt_entries: list[TokenLogprob | None] | None = None
-        draft = waiting.handle.job.draft
-        self.drafter = Drafter(draft) if draft else LookupDrafter(self.prompt) if auto_draft else None
-        self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
-        self.drafted = 0
-        self.first_token_at: float | None = None
-
-    @property
-    def prefilling(self) -> bool:
-        return self.fed < len(self.prompt)
-
-
 class Engine:
     def __init__(self, model: LlamaModel, options: EngineOptions):
         self.model = model
@@ -217,10 +134,10 @@ class Engine:
                 log.info("%s: %d cached prompt tokens restored from %s", model.path.name, restored, self._store.path)
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
         self._logprobs = LogprobComputer(model.n_vocab)
-        self._prompt_rows: list[tuple[_Sequence, int, int]] = []  # (sequence, batch row, prompt position)
+        self._prompt_rows: list[tuple[Sequence, int, int]] = []  # (sequence, batch row, prompt position)
         self._inbox: queue.SimpleQueue[JobHandle | object | None] = queue.SimpleQueue()
-        self._waiting: deque[_Waiting] = deque()
-        self._active: list[_Sequence] = []
+        self._waiting: deque[Waiting] = deque()
+        self._active: list[Sequence] = []
         self._prefilling: set[tuple[JobHandle, int]] = set()  # groups whose prefill is running
         self._unstarted: set[JobHandle] = set()  # requests none of whose choices started (under _queue_lock)
         self._queue_lock = threading.Lock()
@@ -232,6 +149,7 @@ class Engine:
         self._embeddings = EmbeddingQueue(model, options.embedding, options.threads)
         self._closing = False
         self._aborting: Exception | None = None
+        self.abandoned: Exception | None = None  # set when its device went away for good
         self._thread.start()
 
     # ---- asyncio side -------------------------------------------------------------------
@@ -243,6 +161,9 @@ class Engine:
     def submit(self, job: GenerationJob | EmbeddingJob) -> JobHandle:
         """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
         handle = JobHandle(job, asyncio.get_running_loop())
+        if self.abandoned is not None:
+            handle.deliver([JobFailed(self.abandoned)])
+            return handle
         with self._queue_lock:
             if len(self._unstarted) >= self.options.max_queue:
                 # a request whose client left holds no place, even before the scheduler drops it
@@ -268,7 +189,30 @@ class Engine:
         self._aborting = error
         self._inbox.put(_WAKE)
 
+    def abandon(self, error: Exception) -> None:
+        """Its device went away mid-step (a lost RPC worker): the scheduler thread is blocked in
+        llama.cpp for good. Every job ends with `error` from this thread and new ones get it at
+        once; nothing native is freed or joined (that would wait on the dead device too)."""
+        self.abandoned = error
+        self._closing = True
+        handles: set[JobHandle] = set()
+        with contextlib.suppress(queue.Empty):
+            while True:
+                item = self._inbox.get_nowait()
+                if isinstance(item, JobHandle):
+                    handles.add(item)
+        for _ in range(3):  # the blocked thread may have been between steps: read what it held
+            with contextlib.suppress(RuntimeError):
+                handles |= {w.handle for w in list(self._waiting)} | {seq.handle for seq in list(self._active)}
+                handles |= set(self._unstarted) | set(self._embeddings.handles())
+                break
+        for handle in handles:
+            self._emit(handle, JobFailed(error))
+        self._flush()
+
     def close(self) -> None:
+        if self.abandoned is not None:
+            return
         if self._closing:
             return
         self._closing = True
@@ -333,14 +277,14 @@ class Engine:
             self._mark_started(handle)
             self._embeddings.add(handle, self._emit)
             return
-        queued: list[_Waiting] = []
+        queued: list[Waiting] = []
         for p, prompt in enumerate(job.prompts):
             for j in range(job.n):
                 choice = p * job.n + j
                 if prompt.max_tokens <= 0 and not job.scores_prompt:
                     self._emit(handle, ChoiceFinished(choice, "length", len(prompt.tokens), 0, 0))
                 else:
-                    queued.append(_Waiting(handle, choice, p, prompt))
+                    queued.append(Waiting(handle, choice, p, prompt))
         if not queued:
             self._mark_started(handle)
         elif job.priority:  # ahead of every ordinary request, behind earlier priority ones
@@ -369,7 +313,7 @@ class Engine:
     def _fill_slots(self) -> None:
         if not self._waiting:
             return
-        kept: deque[_Waiting] = deque()
+        kept: deque[Waiting] = deque()
         failures: list[tuple[JobHandle, Exception]] = []
         blocked = False  # a request waiting for room in the KV pool: the later ones wait behind it
         for waiting in self._waiting:
@@ -396,7 +340,7 @@ class Engine:
         for handle, error in failures:
             self._fail(handle, error)
 
-    def _start(self, waiting: _Waiting, free: list[Slot]) -> None:
+    def _start(self, waiting: Waiting, free: list[Slot]) -> None:
         job = waiting.handle.job
         keys = job.cache
         prompt = waiting.prompt.tokens
@@ -433,7 +377,7 @@ class Engine:
             guard=job.guard,
             token_bytes=self._guard_bytes if job.guard is not None else None,
         )
-        seq = _Sequence(slot, waiting, sampler, cached, self.options.auto_draft)
+        seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft)
         if echo_from >= 0:
             seq.echo_from = max(echo_from, 1)
             seq.prompt_entries = [None] if echo_from == 0 else []
@@ -507,7 +451,7 @@ class Engine:
         for seq in [seq for seq in self._active if seq.slot.id not in block]:
             self._move(seq, self._slots[targets.pop(0)])
 
-    def _move(self, seq: _Sequence, target: Slot) -> None:
+    def _move(self, seq: Sequence, target: Slot) -> None:
         source = seq.slot
         llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
         target.copy_from(source, len(source.tokens))
@@ -540,7 +484,7 @@ class Engine:
         else:
             self._decode_one_by_one(sequences, status)
 
-    def _fill_batch(self, sequences: list[_Sequence]) -> tuple[int, bool]:
+    def _fill_batch(self, sequences: list[Sequence]) -> tuple[int, bool]:
         """Next token of every generating sequence, and prompt chunks in the room left.
 
         Rows go in slot order: with one cache stream per slot, llama.cpp splits a batch into one
@@ -598,7 +542,7 @@ class Engine:
         batch.n_tokens = rows
         return rows, prefill
 
-    def _score_rows(self, seq: _Sequence, first_row: int, first_position: int, count: int) -> None:
+    def _score_rows(self, seq: Sequence, first_row: int, first_position: int, count: int) -> None:
         """Ask for the logits of this chunk's rows that score echoed prompt tokens (the row of
         position p gives the log-probability of prompt token p + 1)."""
         last_scoring = len(seq.prompt) - 2
@@ -607,7 +551,7 @@ class Engine:
             self._batch.logits[row] = True
             self._prompt_rows.append((seq, row, position))
 
-    def _put_draft(self, seq: _Sequence, row: int, room: int) -> int:
+    def _put_draft(self, seq: Sequence, row: int, room: int) -> int:
         """Draft tokens after what the sequence feeds this step (its next token, or the end of
         its prompt), each with its logits (checked after the decode); returns how many went in."""
         seq.draft = ()
@@ -632,7 +576,7 @@ class Engine:
         batch.logits[row] = logits
         slot.tokens.append(token)
 
-    def _sample(self, sequences: list[_Sequence]) -> None:
+    def _sample(self, sequences: list[Sequence]) -> None:
         if self._prompt_rows:
             self._score_prompt()
         for seq in sequences:
@@ -651,7 +595,7 @@ class Engine:
             if seq.draft:
                 self._check_draft(seq, row, token)
 
-    def _sample_row(self, seq: _Sequence, row: int) -> int:
+    def _sample_row(self, seq: Sequence, row: int) -> int:
         """Sample (or force) the sequence's next token from a batch row and take it in."""
         forced = seq.budget is not None and bool(seq.budget.forced)
         record = None
@@ -675,7 +619,7 @@ class Engine:
         self._accept(seq, token, forced=forced, logprob=record)
         return token
 
-    def _check_draft(self, seq: _Sequence, row: int, token: int) -> None:
+    def _check_draft(self, seq: Sequence, row: int, token: int) -> None:
         """Walk the drafted rows while each sampled token is the drafted one: those tokens are
         what decoding one at a time would have produced. The cache keeps the matching prefix;
         the rest is removed, and the last sampled token is fed at the next step as usual."""
@@ -702,7 +646,7 @@ class Engine:
             seq.prompt_entries.append(self._logprobs.record(seq.prompt[position + 1], top))
         self._prompt_rows.clear()
 
-    def _rollback(self, seq: _Sequence) -> None:
+    def _rollback(self, seq: Sequence) -> None:
         """Undo what this step put in the sequence's cache."""
         length, fed = seq.mark
         llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, seq.slot.position(length), -1)
@@ -712,7 +656,7 @@ class Engine:
         seq.drafted -= len(seq.draft)
         seq.draft = ()
 
-    def _decode_one_by_one(self, sequences: list[_Sequence], status: int) -> None:
+    def _decode_one_by_one(self, sequences: list[Sequence], status: int) -> None:
         """A failed batch is retried request by request, so only the request at fault fails."""
         log.warning("llama_decode failed with status %d for %d sequences; retrying one by one", status, len(sequences))
         for seq in sequences:
@@ -730,7 +674,7 @@ class Engine:
                 self._rollback(seq)
                 self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
-    def _accept(self, seq: _Sequence, token: int, *, forced: bool = False, logprob: TokenLogprob | None = None) -> None:
+    def _accept(self, seq: Sequence, token: int, *, forced: bool = False, logprob: TokenLogprob | None = None) -> None:
         if token == NO_TOKEN:  # the grammar is complete and may not end: that is the end
             self._finish(seq, "stop", release_held=True)
             return
@@ -755,7 +699,7 @@ class Engine:
         else:
             seq.last_token = token
 
-    def _finish(self, seq: _Sequence, reason: FinishReason, *, release_held: bool = False) -> None:
+    def _finish(self, seq: Sequence, reason: FinishReason, *, release_held: bool = False) -> None:
         """End a choice; text held back for a possible stop sequence goes out unless one matched."""
         if reason == "length" or release_held:
             rest = seq.stops.flush() + seq.decoder.decode(b"", final=True)
@@ -781,7 +725,7 @@ class Engine:
             self._fail(handle, error)
         self._embeddings.fail_all(error, self._emit)
 
-    def _release(self, seq: _Sequence) -> None:
+    def _release(self, seq: Sequence) -> None:
         """Free the slot; its cache stays for the next request sharing the prefix."""
         seq.sampler.free()
         seq.slot.sequence = None

@@ -89,26 +89,25 @@ def devices() -> list[Device]:
     """Every device the registry holds, with the memory its backend reports now."""
     count = native_function("ggml_backend_dev_count", _size_t)()
     get = native_function("ggml_backend_dev_get", _ptr, _size_t)
+    return [describe_device(dev) for dev in (get(i) for i in range(count)) if dev]
+
+
+def describe_device(dev: int) -> Device:
+    """One device (a `ggml_backend_dev_t`), with the memory its backend reports now."""
     name = native_function("ggml_backend_dev_name", ctypes.c_char_p, _ptr)
     description = native_function("ggml_backend_dev_description", ctypes.c_char_p, _ptr)
     dev_type = native_function("ggml_backend_dev_type", ctypes.c_int, _ptr)
     memory = native_function("ggml_backend_dev_memory", None, _ptr, ctypes.POINTER(_size_t), ctypes.POINTER(_size_t))
     backend_reg = native_function("ggml_backend_dev_backend_reg", _ptr, _ptr)
     reg_name = native_function("ggml_backend_reg_name", ctypes.c_char_p, _ptr)
-    found = []
-    for i in range(count):
-        dev = get(i)
-        if not dev:
-            continue
-        free, total = _size_t(0), _size_t(0)
-        memory(dev, ctypes.byref(free), ctypes.byref(total))
-        reg = backend_reg(dev)
-        found.append(Device(
-            name=_text(name(dev)), description=_text(description(dev)),
-            type=DEVICE_TYPES.get(dev_type(dev), "UNKNOWN"), backend=_text(reg_name(reg)) if reg else "",
-            free=free.value, total=total.value,
-        ))
-    return found
+    free, total = _size_t(0), _size_t(0)
+    memory(dev, ctypes.byref(free), ctypes.byref(total))
+    reg = backend_reg(dev)
+    return Device(
+        name=_text(name(dev)), description=_text(description(dev)),
+        type=DEVICE_TYPES.get(dev_type(dev), "UNKNOWN"), backend=_text(reg_name(reg)) if reg else "",
+        free=free.value, total=total.value,
+    )
 
 
 def offload_devices(all_devices: list[Device]) -> list[Device]:

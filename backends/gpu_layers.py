@@ -114,6 +114,19 @@ def parse_gpu_layers_option(value: str) -> GpuLayersSetting:
     return number
 
 
+def parse_tensor_split(value: str | list[float] | tuple[float, ...]) -> tuple[float, ...]:
+    """`--tensor-split 3,1` or the config's `tensor_split = [3, 1]`: the proportion of the
+    offloaded layers each device takes, in llama.cpp's device order (RPC workers first)."""
+    parts: list[object] = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        shares = tuple(float(p) for p in parts if not isinstance(p, bool) and str(p).strip())
+    except (TypeError, ValueError):
+        raise ValueError(f"tensor_split is a list of proportions, such as 3,1; got {value!r}") from None
+    if len(shares) != len(parts) or not shares or any(not s >= 0 for s in shares) or not sum(shares) > 0:
+        raise ValueError(f"tensor_split is a list of proportions (0 or more, not all 0), such as 3,1; got {value!r}")
+    return shares
+
+
 # --- the real inputs -----------------------------------------------------------------------------
 
 _SPLIT = re.compile(r"^(?P<prefix>.*)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$")

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
 
@@ -114,6 +115,10 @@ class ModelOptions:
     # swapped rather than dropped under pressure). Ollama turns mmap off for CPU loads too.
     use_mmap: bool = False
     vocab_only: bool = False  # metadata and tokenizer without the weights (reading a template)
+    # the devices (ggml_backend_dev_t) to offload to, in order: RPC workers' first, then this
+    # machine's GPUs (backends/rpc_models.py); empty: llama.cpp's own choice of this machine's
+    devices: tuple[int, ...] = ()
+    tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers (default: by free memory)
 
 
 def _set_load_mode(params: llama_cpp.llama_model_params, use_mmap: bool) -> None:
@@ -127,6 +132,24 @@ def _set_load_mode(params: llama_cpp.llama_model_params, use_mmap: bool) -> None
         params.use_mmap = use_mmap
     else:
         raise ModelLoadError("this llama.cpp build has neither load_mode nor use_mmap in its model parameters")
+
+
+def _place_layers(params: llama_cpp.llama_model_params, options: ModelOptions) -> list[ctypes.Array[Any]]:
+    """The devices and the share of layers each takes, when the options name them."""
+    kept: list[ctypes.Array[Any]] = []
+    if options.devices:
+        array = (ctypes.c_void_p * (len(options.devices) + 1))(*options.devices, None)
+        params.devices = ctypes.cast(array, ctypes.c_void_p)
+        kept.append(array)
+    if options.tensor_split:
+        most = llama_cpp.llama_max_devices()
+        if len(options.tensor_split) > most:
+            raise ModelLoadError(f"tensor_split has {len(options.tensor_split)} shares; this build splits over "
+                                 f"at most {most} devices")
+        shares = (ctypes.c_float * most)(*options.tensor_split)
+        params.tensor_split = shares
+        kept.append(shares)
+    return kept
 
 
 class LlamaModel:
@@ -143,8 +166,10 @@ class LlamaModel:
         progress = None if options.vocab_only else LoadProgress(path.name)
         if progress is not None:
             params.progress_callback = progress.callback
+        kept = _place_layers(params, options)  # arrays llama.cpp reads during the load
         llama_log.errors.clear()
         self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        del kept
         if not self._model:
             # The first error line says why (a bad header, an unknown architecture, ...).
             reason = llama_log.errors[0] if llama_log.errors else "llama.cpp could not read it"

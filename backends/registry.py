@@ -43,6 +43,9 @@ from backends.kv_cache import CACHE_TYPES
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
 from backends.memory import available_memory, describe_bytes
 from backends.model_file import FileStamp, first_change, stamp_files
+from backends.rpc import Endpoint
+from backends.rpc_models import WorkerLink, close_on_workers, load_on_workers
+from backends.upstream import Upstream
 
 if TYPE_CHECKING:
     from backends.vision import Projector
@@ -83,6 +86,7 @@ class ServedModel:
     chat_template: str | None = None  # the --chat-template override's text
     defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults for omitted request fields
     projector: Projector | None = None  # reads images (the --mmproj given with the model)
+    workers: WorkerLink | None = None  # its RPC workers' connections (a model with `rpc`)
     created: int = field(default_factory=lambda: int(time.time()))
 
 
@@ -100,6 +104,9 @@ class ModelSpec:
     mmproj: Path | None = None  # the multimodal projector that lets it read images
     cache_type: str | None = None  # the KV cache's element type; None: the engine options'
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
+    rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)
+    tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers
+    upstream: Upstream | None = None  # runs on another server (app/upstream.py): never loaded here, `path` unused
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
     # Reads this model's settings again where they came from (the config file), before each load:
     # the spec as it is now. Raises ModelLoadError when the model is no longer there, and
@@ -347,8 +354,8 @@ class ModelRegistry:
     def _check_free_memory(self, entry: _Entry, reclaimable: list[_Entry]) -> int | None:
         """Refuses a model larger than the available memory and what unloading `reclaimable` would
         free; returns the available memory (None: unknown, or the model goes to a GPU)."""
-        if entry.spec.gpu_layers != 0 and gpu_offload():
-            return None  # llama.cpp and `gpu_layers = "auto"` fit what goes to the GPU
+        if entry.spec.rpc or (entry.spec.gpu_layers != 0 and gpu_offload()):
+            return None  # llama.cpp and `gpu_layers = "auto"` fit what goes to a GPU or a worker
         available = available_memory()
         if available is None:
             return None
@@ -521,7 +528,8 @@ class ModelRegistry:
     def _file_changed(self, entry: _Entry) -> bool:
         """Whether the loaded copy of `entry` is no longer its file (noted once, in the log)."""
         if entry.changed is None:
-            entry.changed = first_change(entry.stamps)
+            workers = entry.served.workers if entry.served is not None else None
+            entry.changed = first_change(entry.stamps) or (workers.lost() if workers is not None else None)
             if entry.changed is None:
                 return False
             log.warning("%s: %s; it loads again from the file once its running requests are done",
@@ -563,11 +571,17 @@ class ModelRegistry:
     # ---- loading ------------------------------------------------------------------------------
 
     def _load(self, spec: ModelSpec) -> ServedModel:
+        return load_on_workers(spec, self._load_here) if spec.rpc else self._load_here(spec)
+
+    def _load_here(self, spec: ModelSpec, devices: tuple[int, ...] = ()) -> ServedModel:
         gpu_layers = spec.gpu_layers
         if not isinstance(gpu_layers, int):
             ctx = spec.ctx_size or self.engine_options.ctx_size or DEFAULT_CTX
             gpu_layers = self._gpu_layers(spec, ctx) if self._gpu_layers is not None else 0
-        model = LlamaModel(spec.path, dataclasses.replace(self.model_options, gpu_layers=gpu_layers))
+        if spec.rpc and gpu_layers == 0:
+            gpu_layers = -1  # the workers' devices are the point: every layer offloaded unless told otherwise
+        model = LlamaModel(spec.path, dataclasses.replace(self.model_options, gpu_layers=gpu_layers, devices=devices,
+                                                          tensor_split=spec.tensor_split))
         try:
             # 0 means: the model's training context, at most DEFAULT_CTX tokens per sequence.
             ctx_size = spec.ctx_size or self.engine_options.ctx_size or min(model.n_ctx_train or DEFAULT_CTX,
@@ -632,6 +646,13 @@ def _retrieve_error(task: asyncio.Task[None]) -> None:
 
 
 def _close(served: ServedModel) -> None:
+    if served.workers is not None:
+        close_on_workers(served, _free)
+    else:
+        _free(served)
+
+
+def _free(served: ServedModel) -> None:
     served.engine.close()
     if served.projector is not None:
         served.projector.close()

@@ -4,8 +4,9 @@ Install Fireside with pipx and build llama-cpp-python for this Windows machine.
 
 .DESCRIPTION
 CUDA when nvidia-smi is found (CMAKE_ARGS=-DGGML_CUDA=on; needs the CUDA toolkit and Visual
-Studio's C++ build tools), the CPU build otherwise (CMAKE_ARGS=-DGGML_NATIVE=on). These are the
-CMAKE_ARGS llama-cpp-python's README documents. pip is told to build llama-cpp-python from source
+Studio's C++ build tools), the CPU build otherwise (CMAKE_ARGS=-DGGML_NATIVE=on), each with
+-DGGML_RPC=on (fireside worker, fireside serve --rpc). These are the CMAKE_ARGS llama-cpp-python's
+README documents. pip is told to build llama-cpp-python from source
 (--no-binary), without its wheel cache (a CPU wheel built earlier would otherwise be reused), and
 to reinstall it even when pipx's environment already has one. Extra CMake options: set
 $env:CMAKE_ARGS; they are appended to the backend's.
@@ -63,8 +64,8 @@ function Get-Backend {
 
 function Get-CMakeArgs([string]$Which) {
     $args_ = switch ($Which) {
-        "cuda" { "-DGGML_CUDA=on" }
-        default { "-DGGML_NATIVE=on" }
+        "cuda" { "-DGGML_CUDA=on -DGGML_RPC=on" }
+        default { "-DGGML_NATIVE=on -DGGML_RPC=on" }
     }
     if ($env:CMAKE_ARGS) { $args_ = "$args_ $env:CMAKE_ARGS" }
     return $args_

@@ -3,7 +3,8 @@
 #   CUDA  where nvidia-smi is present          CMAKE_ARGS=-DGGML_CUDA=on
 #   Metal on Apple Silicon (arm64 Darwin)      CMAKE_ARGS=-DCMAKE_OSX_ARCHITECTURES=arm64 ... -DGGML_METAL=on
 #   CPU   otherwise                            CMAKE_ARGS=-DGGML_NATIVE=on (tuned for this CPU)
-# These are the CMAKE_ARGS llama-cpp-python's README documents. pip is told to build
+# These are the CMAKE_ARGS llama-cpp-python's README documents, each with -DGGML_RPC=on (llama.cpp's
+# RPC backend: `fireside worker` and `fireside serve --rpc`). pip is told to build
 # llama-cpp-python from source (--no-binary), without its wheel cache (a CPU wheel built earlier
 # would otherwise be reused) and to reinstall it even when pipx's environment already has one.
 #
@@ -113,9 +114,9 @@ detect_backend() {
 
 cmake_args_for() {
     case "$1" in
-        cuda) echo "-DGGML_CUDA=on" ;;
-        metal) echo "-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on" ;;
-        cpu) echo "-DGGML_NATIVE=on" ;;
+        cuda) echo "-DGGML_CUDA=on -DGGML_RPC=on" ;;
+        metal) echo "-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on -DGGML_RPC=on" ;;
+        cpu) echo "-DGGML_NATIVE=on -DGGML_RPC=on" ;;
     esac
 }
 

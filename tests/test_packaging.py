@@ -83,7 +83,7 @@ def test_nvidia_smi_gives_the_cuda_build(tmp_path):
     out = dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64", nvidia=True))
     assert "building llama-cpp-python for: cuda" in out
     line = install_line(out)
-    assert line == (f"+ env CMAKE_ARGS=-DGGML_CUDA=on FORCE_CMAKE=1 pipx install --force --python {sys.executable} "
+    assert line == (f"+ env CMAKE_ARGS='-DGGML_CUDA=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx install --force --python {sys.executable} "
                     f"{PIP_ARGS} {ROOT}")
     assert out.rstrip().endswith("+ fireside doctor")
 
@@ -91,8 +91,8 @@ def test_nvidia_smi_gives_the_cuda_build(tmp_path):
 def test_apple_silicon_gives_the_metal_build(tmp_path):
     out = dry_run(tmp_path, fake_env(tmp_path, "Darwin", "arm64"))
     assert "building llama-cpp-python for: metal" in out
-    assert ("CMAKE_ARGS='-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on'"
-            in install_line(out))
+    assert ("CMAKE_ARGS='-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on "
+            "-DGGML_RPC=on'" in install_line(out))
 
 
 def test_rosetta_on_apple_silicon_still_builds_metal_and_warns(tmp_path):
@@ -108,7 +108,7 @@ def test_anything_else_gives_the_cpu_build(tmp_path, system, machine):
     out = dry_run(tmp_path, fake_env(tmp_path, system, machine))
     assert "building llama-cpp-python for: cpu" in out
     line = install_line(out)
-    assert line.startswith("+ env CMAKE_ARGS=-DGGML_NATIVE=on FORCE_CMAKE=1 pipx install --force ")
+    assert line.startswith("+ env CMAKE_ARGS='-DGGML_NATIVE=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx install --force ")
     assert "GGML_CUDA" not in line and "GGML_METAL" not in line
     assert PIP_ARGS in line
 
@@ -116,9 +116,9 @@ def test_anything_else_gives_the_cpu_build(tmp_path, system, machine):
 def test_backend_option_and_user_cmake_args(tmp_path):
     env = fake_env(tmp_path, "Linux", "x86_64", nvidia=True, CMAKE_ARGS="-DGGML_CUDA_F16=on")
     line = install_line(dry_run(tmp_path, env))
-    assert "CMAKE_ARGS='-DGGML_CUDA=on -DGGML_CUDA_F16=on'" in line
+    assert "CMAKE_ARGS='-DGGML_CUDA=on -DGGML_RPC=on -DGGML_CUDA_F16=on'" in line
     line = install_line(dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64", nvidia=True), "--backend", "cpu"))
-    assert "CMAKE_ARGS=-DGGML_NATIVE=on" in line
+    assert "CMAKE_ARGS='-DGGML_NATIVE=on -DGGML_RPC=on'" in line
 
 
 def test_default_model_extra_and_specs(tmp_path):
@@ -147,7 +147,7 @@ def test_unknown_options_are_refused(tmp_path):
 def test_install_ps1_builds_cuda_when_nvidia_smi_is_found_else_cpu():
     text = (PACKAGING / "install.ps1").read_text()
     assert "Get-Command nvidia-smi" in text
-    assert '"-DGGML_CUDA=on"' in text and '"-DGGML_NATIVE=on"' in text
+    assert '"-DGGML_CUDA=on -DGGML_RPC=on"' in text and '"-DGGML_NATIVE=on -DGGML_RPC=on"' in text
     assert '"--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python"' in text
     assert "fireside[default-model]" in text and "$DryRun" in text
     assert text.count("{") == text.count("}")

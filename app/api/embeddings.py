@@ -167,7 +167,7 @@ async def create_embeddings(request: Request) -> Response:
     wire = decode_body(await request.body(), EmbeddingRequest)
     plan = embedding_plan(wire)
     clock = RequestClock()
-    lease = await acquire_model(context.registry, plan.model)
+    lease = await acquire_model(context.registry, plan.model, "embedding")
     try:
         note_caller(plan.user, None)
         vectors, prompt_tokens = await embed_on(lease, plan)

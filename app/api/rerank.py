@@ -130,7 +130,7 @@ async def create_rerank(request: Request) -> Response:
     default_model = next((spec.id for spec, _, _ in context.registry.specs()), "")
     plan = rerank_plan(wire, default_model)
     clock = RequestClock()
-    lease = await acquire_model(context.registry, plan.model)
+    lease = await acquire_model(context.registry, plan.model, "reranking")
     try:
         served = lease.served
         pooling = declared_pooling(served.model)

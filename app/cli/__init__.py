@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from app.cli import doctor, models, pull, serve, template
+from app.cli import doctor, models, pull, serve, template, worker
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -15,6 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_commands(commands)
     pull.add_command(commands)
     doctor.add_command(commands)
+    worker.add_command(commands)
     return parser
 
 
@@ -28,6 +29,8 @@ def main(argv: list[str] | None = None) -> int:
         return pull.run(args)
     if args.command == "doctor":
         return doctor.run(args)
+    if args.command == "worker":
+        return worker.run(args)
     if args.command == "template":
         return template.run(args)
     return 2

@@ -16,6 +16,7 @@ import platform
 import shutil
 import socket
 import sys
+from typing import Any
 
 import msgspec
 
@@ -49,6 +50,15 @@ class KvUse(msgspec.Struct):
     total_bytes: int  # allocated for all slots
 
 
+class WorkerInfo(msgspec.Struct):
+    endpoint: str  # HOST:PORT
+    used_by: list[str]  # "--rpc", or the configured models that name it
+    reachable: bool
+    error: str | None = None  # why it cannot be used
+    protocol: str | None = None  # the RPC protocol version it speaks
+    devices: list[DeviceInfo] = []
+
+
 class DoctorReport(msgspec.Struct):
     fireside_version: str
     python_version: str
@@ -69,6 +79,8 @@ class DoctorReport(msgspec.Struct):
     port: PortInfo
     hints: list[str]
     kv_cache: list[KvUse] = []  # of the server on the port, when one answers there (its /metrics)
+    rpc: bool = False  # the llama.cpp build has the RPC backend (`fireside worker`, `--rpc`)
+    rpc_workers: list[WorkerInfo] = []  # --rpc's and the config's, with their devices
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -76,11 +88,13 @@ def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.add_argument("--host", default=DEFAULT_HOST, help="the address `fireside serve` would bind")
     doctor.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `fireside serve` would bind")
+    doctor.add_argument("--rpc", default=None, metavar="HOST:PORT[,HOST:PORT...]",
+                        help="RPC workers to look at besides the config's (their devices and memory)")
     return doctor
 
 
 def run(args: argparse.Namespace) -> int:
-    report = collect(args.host, args.port)
+    report = collect(args.host, args.port, args.rpc)
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
     else:
@@ -131,11 +145,14 @@ def _llama_build() -> tuple[str, list[str], bool, list[DeviceInfo]]:
     offload = bool(llama_cpp.llama_supports_gpu_offload())  # also loads dynamic backends, if any
     try:
         names = ggml_native.backend_names()
-        found = [DeviceInfo(d.name, d.description, d.type, d.backend, d.free, d.total)
-                 for d in ggml_native.devices()]
+        found = [_device_info(d) for d in ggml_native.devices()]
     except ggml_native.NativeFunctionMissing:
         names, found = [], []
     return info, names, offload, found
+
+
+def _device_info(d: Any) -> DeviceInfo:
+    return DeviceInfo(d.name, d.description, d.type, d.backend, d.free, d.total)
 
 
 def port_status(host: str, port: int) -> PortInfo:
@@ -210,12 +227,45 @@ def hints(report: DoctorReport) -> list[str]:
                      f"or run `fireside serve --port N` with another")
     if report.config_error:
         found.append(f"the config file cannot be read: {report.config_error}")
+    if report.rpc_workers and not report.rpc:
+        found.append("RPC workers are configured but this llama.cpp build has no RPC backend: reinstall "
+                     "llama-cpp-python with CMAKE_ARGS=\"-DGGML_RPC=ON\" (packaging/install.sh does)")
     if report.default_model is None and not report.models_configured:
         found.append("no models: install fireside[default-model] or pass `fireside serve --model PATH.gguf`")
     return found
 
 
-def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
+def _workers(given: str | None) -> list[WorkerInfo]:
+    """Each RPC worker named by `--rpc` or by a configured model: whether it answers, its devices."""
+    from app.config import ConfigError, load_config
+    from backends import rpc
+    from backends.ggml_native import describe_device
+
+    users: dict[rpc.Endpoint, list[str]] = {}
+    try:
+        for endpoint in rpc.parse_endpoints(given) if given else ():
+            users.setdefault(endpoint, []).append("--rpc")
+    except ValueError as error:
+        return [WorkerInfo(given or "", ["--rpc"], False, str(error))]
+    try:
+        for entry in load_config().models:
+            for endpoint in entry.rpc:
+                users.setdefault(endpoint, []).append(entry.id)
+    except ConfigError:
+        pass  # reported with the config
+    found = []
+    for endpoint, used_by in users.items():
+        try:
+            version = ".".join(map(str, rpc.hello(endpoint)))
+            devices = [_device_info(describe_device(dev)) for dev in rpc.CONNECTIONS.devices((endpoint,))]
+        except (rpc.WorkerUnreachable, rpc.RpcUnsupported) as error:
+            found.append(WorkerInfo(str(endpoint), used_by, False, str(error)))
+            continue
+        found.append(WorkerInfo(str(endpoint), used_by, True, None, version, devices))
+    return found
+
+
+def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, rpc_workers: str | None = None) -> DoctorReport:
     info, names, offload, found = _llama_build()
     sections = parse_system_info(info)
     config, models, count, readers, error = _config()
@@ -233,6 +283,10 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT) -> DoctorReport:
     )
     if not report.port.free:
         report.kv_cache = serving_kv(host, port)
+    from backends import rpc
+
+    report.rpc = rpc.supported()
+    report.rpc_workers = _workers(rpc_workers)
     report.hints = hints(report)
     return report
 
@@ -272,6 +326,13 @@ def render_text(report: DoctorReport) -> str:
         f"port {report.port.port} on {report.port.host}: "
         + ("free" if report.port.free else f"in use ({report.port.error})"),
     ]
+    lines.append(f"RPC (split a model over machines): {'yes' if report.rpc else 'no (build without -DGGML_RPC=ON)'}")
+    for worker in report.rpc_workers:
+        state = f"protocol {worker.protocol}" if worker.reachable else f"not usable: {worker.error}"
+        lines.append(f"  RPC worker {worker.endpoint} (for {', '.join(worker.used_by)}): {state}")
+        for device in worker.devices:
+            lines.append(f"    {device.name}: {device.description} ({device.type}), "
+                         f"{_size(device.free_bytes)} free of {_size(device.total_bytes)}")
     for use in report.kv_cache:
         lines.append(f"  KV cache of {use.model}: {use.used_bytes / (1 << 20):.1f} MiB held of "
                      f"{use.total_bytes / (1 << 20):.1f} MiB")

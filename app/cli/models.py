@@ -71,8 +71,11 @@ def _list(args: argparse.Namespace) -> int:
     rows = [("ID", "ALIASES", "SIZE", "LOADED", "FILE")]
     for entry in config.models:
         state = "?" if loaded is None else ("yes" if entry.id in loaded else "no")
+        if entry.upstream is not None:  # runs on another server: its URL instead of a file
+            rows.append((entry.id, ",".join(entry.aliases) or "-", "remote", state, entry.upstream.url))
+            continue
         rows.append((entry.id, ",".join(entry.aliases) or "-", _size(entry.file), state, str(entry.file)))
-    configured = {entry.file.resolve() for entry in config.models}
+    configured = {entry.file.resolve() for entry in config.models if entry.upstream is None}
     folder = models_dir()
     unconfigured = sorted(p for p in folder.rglob("*.gguf") if p.resolve() not in configured) if folder.exists() else []
     for path in unconfigured:

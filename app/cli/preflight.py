@@ -17,10 +17,10 @@ from app.locations import data_dir
 
 def startup_problem(host: str, port: int) -> str | None:
     """What stops the server from starting, in one line; None when nothing does."""
-    return _listen_problem(host, port) or _data_dir_problem(data_dir())
+    return listen_problem(host, port) or _data_dir_problem(data_dir())
 
 
-def _listen_problem(host: str, port: int) -> str | None:
+def listen_problem(host: str, port: int) -> str | None:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET  # as uvicorn picks it
     try:
         with socket.socket(family, socket.SOCK_STREAM) as sock:

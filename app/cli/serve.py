@@ -25,11 +25,16 @@ from app.media import MediaPolicy
 from app.server import security
 from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
 from backends.engine import EngineOptions
-from backends.gpu_layers import parse_gpu_layers_option, resolve_gpu_layers
+from backends.gpu_layers import (
+    parse_gpu_layers_option,
+    parse_tensor_split,
+    resolve_gpu_layers,
+)
 from backends.kv_cache import CACHE_TYPES, DEFAULT_CACHE_TYPE, engine_kv
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.prompt_store import StoreOptions
-from backends.registry import ModelRegistry, ModelSpec, default_model_path
+from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
+from backends.rpc import Endpoint, parse_endpoints
 from backends.threads import physical_cores
 
 DEFAULT_PROMPT_CACHE_DISK = "1GiB"
@@ -45,6 +50,20 @@ def _positive(value: str) -> int:
 def _threads(value: str) -> int | None:
     """`auto` (None): adapt per step; a number: exactly that many threads."""
     return None if value == "auto" else _positive(value)
+
+
+def _endpoints(value: str) -> tuple[Endpoint, ...]:
+    try:
+        return parse_endpoints(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _tensor_split(value: str) -> tuple[float, ...]:
+    try:
+        return parse_tensor_split(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 class _ForLastModel(argparse.Action):
@@ -76,6 +95,11 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                             "cores as other programs take CPU time; a number fixes it")
     serve.add_argument("--gpu-layers", type=parse_gpu_layers_option, default=0, metavar="N|auto",
                        help="layers of each --model to offload to the GPU (-1: all; auto: as many as fit)")
+    serve.add_argument("--rpc", type=_endpoints, default=(), metavar="HOST:PORT[,HOST:PORT...]",
+                       help="`fireside worker`s (or llama.cpp rpc-servers) whose devices take the layers of the "
+                            "command line's models, split by their free memory (see --tensor-split)")
+    serve.add_argument("--tensor-split", type=_tensor_split, default=(), metavar="A,B,...",
+                       help="each device's share of the offloaded layers, the RPC workers' first, then local GPUs")
     serve.add_argument("--config", type=Path, default=None, metavar="FILE",
                        help="the model registry's config file (default: `fireside config path`)")
     serve.add_argument("--max-loaded", type=_positive, default=None, metavar="N",
@@ -119,7 +143,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 def model_specs(paths: list[Path], aliases: list[str | None],
                 templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
-                config: Config | None = None, projectors: list[Path | None] | None = None) -> list[ModelSpec]:
+                config: Config | None = None, projectors: list[Path | None] | None = None,
+                rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = ()) -> list[ModelSpec]:
     """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
     hold one entry per model, None: none), then the config file's (loaded on first use). The
     embedded default model when there are neither."""
@@ -136,7 +161,8 @@ def model_specs(paths: list[Path], aliases: list[str | None],
             raise ModelLoadError(f"projector not found: {projector}")
     given = [
         ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
-                  gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None)
+                  gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None, rpc=rpc,
+                  tensor_split=tensor_split)
         for i, path in enumerate(paths)
     ]
     return given + configured
@@ -182,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
         options = dataclasses.replace(options, saved_prompts=_saved_prompts(args.prompt_cache_disk, config))
         registry = ModelRegistry.load(
-            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj),
+            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
+                        args.tensor_split),
             ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded,
             memory_budget=parse_size(budget, "--memory-budget") if budget is not None else None,
@@ -198,8 +225,11 @@ def run(args: argparse.Namespace) -> int:
                   f"({served.engine.ctx_size} tokens per request, {served.engine.request_limit} for one that needs more, "
                   f"{options.parallel} slots, "
                   f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
-                  f"threads: {served.engine.threads.describe()})")
+                  f"threads: {served.engine.threads.describe()}{_placement(served)})")
         for spec, served, _ in registry.specs():
+            if spec.upstream is not None:
+                print(f"serving {spec.id} from upstream {spec.upstream.url} (as {spec.upstream.model or spec.id})")
+                continue
             if served is None:
                 print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
                       f"{_duration(spec.keep_alive)} unused)")
@@ -224,6 +254,12 @@ def run(args: argparse.Namespace) -> int:
         return 0 if server.started else 1
     finally:
         registry.close()
+
+
+def _placement(served: ServedModel) -> str:
+    if served.workers is None:
+        return ""
+    return f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
 
 
 def _stopped(signum: int, _frame: object) -> None:

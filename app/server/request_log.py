@@ -68,6 +68,7 @@ class RequestRecord:
     error_body: bytearray = field(default_factory=bytearray)
     model: str | None = None  # as requested, then the served model's id
     served: ServedModel | None = None
+    upstream: str | None = None  # the server that answered, for a model that runs upstream
     job: GenerationJob | EmbeddingJob | None = None
     response_id: str | None = None
     counter: UsageCounter | None = None
@@ -79,7 +80,7 @@ class RequestRecord:
     @property
     def generated(self) -> bool:
         """A job ran (its counts may still be zero when the client left early)."""
-        return self.served is not None and self.counter is not None
+        return (self.served is not None or self.upstream is not None) and self.counter is not None
 
     @property
     def ttft(self) -> float | None:
@@ -148,6 +149,13 @@ def note_job(served: ServedModel, job: GenerationJob | EmbeddingJob) -> None:
     record = _current.get()
     if record is not None:
         record.served, record.job, record.model = served, job, served.id
+
+
+def note_upstream(model_id: str, url: str, job: GenerationJob) -> None:
+    """A job forwarded to an upstream server (`app.upstream`): its line names the server."""
+    record = _current.get()
+    if record is not None:
+        record.upstream, record.job, record.model = url, job, model_id
 
 
 def note_response_id(response_id: str) -> None:
@@ -250,7 +258,7 @@ def fields(record: RequestRecord) -> dict[str, Any]:
     """The line's fields in order; None values are left out."""
     out: dict[str, Any] = {
         "id": record.id, "method": record.method, "route": record.route, "status": record.status,
-        "model": record.model, "response_id": record.response_id,
+        "model": record.model, "upstream": record.upstream, "response_id": record.response_id,
     }
     if record.route == UNMATCHED_ROUTE:
         out["path"] = record.path

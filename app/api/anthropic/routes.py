@@ -32,7 +32,7 @@ async def count_tokens(request: Request) -> CountTokensResponse:
     body = decode_body(await request.body(), CountTokensRequest)
     plan = count_plan(body)
     context = request_context(request)
-    lease = await acquire_model(context.registry, plan.model)
+    lease = await acquire_model(context.registry, plan.model, "counting tokens")
     try:
         prepared = await prepare(plan, lease.served, context.media)
     finally:

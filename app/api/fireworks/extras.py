@@ -48,7 +48,7 @@ def echo_text(tokens: tuple[int, ...], text: str, echo: int, model: LlamaModel) 
 @dataclass
 class ChoiceExtras:
     options: OutputOptions
-    served: ServedModel
+    served: ServedModel | None  # None: an upstream answers
     job: GenerationJob
     clock: RequestClock
     fragments: list[Fragments]  # per prompt: what `raw_output.prompt_fragments` shows
@@ -68,7 +68,7 @@ class ChoiceExtras:
                       for spec, prompt in zip(job.prompts, prepared.prompts, strict=True)]
         extras = cls(options, served, job, clock, prepared.fragments, echoes,
                      job.grammar.text if job.grammar is not None else None)
-        if options.logprobs is not None:
+        if options.logprobs is not None and served is not None:  # an upstream's answer has no scores to shape
             texts = token_texts(served.model)
             extras.shaper = LogprobShaper(texts, legacy=options.legacy_logprobs, top=options.top_logprobs,
                                           mask=options.sampling_mask, special_text=job.special_text)

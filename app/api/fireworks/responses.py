@@ -220,6 +220,7 @@ class ModelCard(ResponseStruct):
     loaded: bool | UnsetType = UNSET  # in memory now (models load on first use and unload when idle)
     # what the model serves (a loaded model's): "completion", "chat", "embedding", "rerank"
     capabilities: list[str] | UnsetType = UNSET
+    upstream: str | UnsetType = UNSET  # where it runs, for a model forwarded to another server
 
 
 class ModelList(ResponseStruct):

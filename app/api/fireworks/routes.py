@@ -34,7 +34,12 @@ async def chat_completions(request: Request) -> Response | Stream:
     return await create_chat_completion(context, settings(request), await request.body())
 
 
+UPSTREAM_CAPABILITIES = ["completion", "chat"]  # what is forwarded (embeddings and rerank are not)
+
+
 def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCard:
+    if spec.upstream is not None:
+        return ModelCard(id=spec.id, created=created, capabilities=UPSTREAM_CAPABILITIES, upstream=spec.upstream.url)
     context = served.engine.request_limit if served is not None else (spec.ctx_size or UNSET)
     return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None,
                      capabilities=_capabilities(served) if served is not None else UNSET)

@@ -31,7 +31,7 @@ async def _embed(context: RequestContext, plan: EmbeddingPlan, options: dict | N
     checked = parse_options(options, generation=False)
     seconds = keep_alive_seconds(keep_alive)
     started = time.perf_counter()
-    lease = await acquire_model(context.registry, plan.model)
+    lease = await acquire_model(context.registry, plan.model, "embedding")
     load = time.perf_counter() - started
     try:
         check_num_ctx(checked, lease.served.engine.ctx_size)

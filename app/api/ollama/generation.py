@@ -31,24 +31,29 @@ from app.api.ollama.wire import (
 )
 from app.run import RequestContext, acquire_model, answer
 from app.server.errors import decode_body
-from backends.registry import Lease
+from backends.registry import Lease, ModelSpec
 
 
-async def _lease(context: RequestContext, model: str, keep_alive: float | None) -> tuple[Lease, float]:
+async def _lease(context: RequestContext, spec: ModelSpec, keep_alive: float | None) -> tuple[Lease | None, float]:
+    """A lease on the model and how long getting it took; none for a model that runs upstream
+    (nothing loads here)."""
+    if spec.upstream is not None:
+        return None, 0.0
     started = time.perf_counter()
-    lease = await acquire_model(context.registry, model)
+    lease = await acquire_model(context.registry, spec.id)
     if keep_alive is not None:
-        context.registry.keep_alive(model, keep_alive)
+        context.registry.keep_alive(spec.id, keep_alive)
     return lease, time.perf_counter() - started
 
 
-async def _load_or_unload(context: RequestContext, model: str, keep_alive: float | None) -> str:
+async def _load_or_unload(context: RequestContext, spec: ModelSpec, keep_alive: float | None) -> str:
     """What a request with nothing to answer does: "unload" with keep_alive 0, else "load"."""
     if keep_alive == 0:
-        await context.registry.unload(model)
+        await context.registry.unload(spec.id)
         return "unload"
-    lease, _ = await _lease(context, model, keep_alive)
-    lease.release()
+    lease, _ = await _lease(context, spec, keep_alive)
+    if lease is not None:
+        lease.release()
     return "load"
 
 
@@ -65,17 +70,19 @@ async def chat(context: RequestContext, body: bytes) -> Response | Stream:
     keep_alive = keep_alive_seconds(request.keep_alive)
     options = parse_options(request.options)
     if not request.messages:
-        reason = await _load_or_unload(context, spec.id, keep_alive)
+        reason = await _load_or_unload(context, spec, keep_alive)
         return _one(OllamaChatResponse(request.model, created_at(), OllamaResponseMessage("assistant", ""), True,
                                  done_reason=reason), request.stream)
     plan = chat_plan(request, spec.id, options)
-    lease, load = await _lease(context, spec.id, keep_alive)
+    lease, load = await _lease(context, spec, keep_alive)
     try:
-        check_num_ctx(options, lease.served.engine.request_limit)
+        if lease is not None:
+            check_num_ctx(options, lease.served.engine.request_limit)
         return await answer(context, plan, lambda prepared, clock: ChatShaper(prepared, clock, request.model, load),
                             NDJSON)
     finally:
-        lease.release()
+        if lease is not None:
+            lease.release()
 
 
 async def generate(context: RequestContext, body: bytes) -> Response | Stream:
@@ -84,14 +91,17 @@ async def generate(context: RequestContext, body: bytes) -> Response | Stream:
     keep_alive = keep_alive_seconds(request.keep_alive)
     options = parse_options(request.options)
     if not request.prompt and not request.images and request.suffix is None and not request.context:
-        reason = await _load_or_unload(context, spec.id, keep_alive)
+        reason = await _load_or_unload(context, spec, keep_alive)
         return _one(OllamaGenerateResponse(request.model, created_at(), "", True, done_reason=reason), request.stream)
-    lease, load = await _lease(context, spec.id, keep_alive)
+    lease, load = await _lease(context, spec, keep_alive)
     try:
-        check_num_ctx(options, lease.served.engine.request_limit)
-        plan = await generate_plan(request, spec.id, options, lease.served)
-        with_context = not request.raw  # Ollama returns no context for raw prompts
+        if lease is not None:
+            check_num_ctx(options, lease.served.engine.request_limit)
+        plan = await generate_plan(request, spec.id, options, lease.served if lease is not None else None)
+        # Ollama returns no context for raw prompts; an upstream's tokens are not known here
+        with_context = not request.raw and lease is not None
         return await answer(context, plan, lambda prepared, clock: GenerateShaper(
             prepared, clock, request.model, load, with_context=with_context), NDJSON)
     finally:
-        lease.release()
+        if lease is not None:
+            lease.release()

@@ -125,8 +125,10 @@ def chat_plan(request: OllamaChatRequest, model: str, options: Options) -> Reque
     return _plan(request, model, conversation, options, reasoning(request.think))
 
 
-async def generate_plan(request: OllamaGenerateRequest, model: str, options: Options, served: ServedModel) -> RequestPlan:
-    """Needs the model for `suffix` (its FIM tokens) and `context` (the new turn's tokens)."""
+async def generate_plan(request: OllamaGenerateRequest, model: str, options: Options,
+                        served: ServedModel | None) -> RequestPlan:
+    """Needs the model for `suffix` (its FIM tokens) and `context` (the new turn's tokens): a
+    model that runs upstream (`served` None) refuses them."""
     _refuse_unsupported(request)
     for name in ("width", "height", "steps"):
         if getattr(request, name) is not None:
@@ -136,7 +138,13 @@ async def generate_plan(request: OllamaGenerateRequest, model: str, options: Opt
                          "server was given with --chat-template); send raw: true with a prompt you templated",
                          param="template")
     prompt = request.prompt or ""
+    if served is None:
+        for name, given in (("suffix", request.suffix is not None), ("context", bool(request.context))):
+            if given:
+                raise BadRequest(f"{name} cannot be forwarded to {model}, which runs on an upstream server: it needs "
+                                 "this server's own model (its tokens)", param=name)
     if request.suffix is not None:
+        assert served is not None
         return _plan(request, model, _fill_in_the_middle(request, served), options, None)
     if request.raw:
         for name in ("system", "context", "think"):
@@ -149,6 +157,7 @@ async def generate_plan(request: OllamaGenerateRequest, model: str, options: Opt
     reasoning_request = reasoning(request.think)
     conversation = Conversation(messages=messages, images=tuple(refs))
     if request.context:
+        assert served is not None
         if refs:
             raise BadRequest("context is token ids; it cannot go with images (send the conversation to /api/chat)",
                              param="context")

@@ -69,8 +69,11 @@ async def tags(request: Request) -> OllamaListResponse:
     """Every model this server knows, loaded or not."""
     listed = []
     for spec, served, _ in registry(request).specs():
-        info = await metadata(spec, served)
-        listed.append(OllamaListedModel(spec.id, spec.id, modified_at(spec), file_size(spec), digest(spec), details(info)))
+        info = await metadata(spec, served) if spec.upstream is None else {}
+        model = OllamaListedModel(spec.id, spec.id, modified_at(spec), file_size(spec), digest(spec), details(info))
+        if spec.upstream is not None:
+            model.remote_model, model.remote_host = spec.upstream.model or spec.id, spec.upstream.url
+        listed.append(model)
     return OllamaListResponse(listed)
 
 

@@ -86,7 +86,7 @@ class OllamaShaper:
     tokens: list[int] = field(default_factory=list)  # the generated tokens (generate's `context`)
 
     def __post_init__(self) -> None:
-        if self.prepared.chat is not None:
+        if self.prepared.chats:
             self.output = self.prepared.output_parser()
 
     def opening(self) -> list[Any]:

@@ -202,6 +202,9 @@ class OllamaListedModel(msgspec.Struct):
     size: int
     digest: str
     details: OllamaModelDetails
+    # a model that runs on another server (Ollama's names for its cloud models' fields)
+    remote_model: str | msgspec.UnsetType = msgspec.UNSET
+    remote_host: str | msgspec.UnsetType = msgspec.UNSET
 
 
 class OllamaListResponse(msgspec.Struct):

@@ -257,7 +257,7 @@ class ResponsesShaper:
         incomplete = reason == "length"
         reasoning = self.builder.reasoning_text
         reasoning_tokens = 0
-        if reasoning:
+        if reasoning and self.prepared.served is not None:  # an upstream's reasoning is not counted here
             model = self.prepared.served.model
             reasoning_tokens = min(len(model.tokenize(reasoning, add_special=False, parse_special=False)),
                                    counter.completion_tokens)

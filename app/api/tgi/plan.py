@@ -84,7 +84,9 @@ def tgi_plan(request: TgiGenerateRequest, model: str, max_logprobs: int) -> tupl
         response_format=_grammar(parameters.grammar) if parameters.grammar is not None else None,
         cache=CacheKeys(isolation=request.prompt_cache_isolation_key,
                         affinity=request.prompt_cache_key if request.prompt_cache_key is not None else request.user),
-        output=OutputOptions(logprobs=logprobs, top_logprobs=top_n, raw_output=bool(request.raw_output), perf_in_body=bool(request.perf_metrics_in_response)),
+        output=OutputOptions(logprobs=logprobs, top_logprobs=top_n, raw_output=bool(request.raw_output),
+                             perf_in_body=bool(request.perf_metrics_in_response),
+                             internal_logprobs=stream and not (details or top_n or best_of > 1)),
         stream=StreamPlan(include_usage=False) if stream else None,
         caller=Caller(request.user),
     )

@@ -37,6 +37,9 @@ from app.usage import RequestClock, UsageCounter
 ERROR_TYPES = {404: "not_found", 429: "overloaded", 503: "overloaded", 401: "authentication"}
 
 
+UNKNOWN_TOKEN = -1  # the id of a token an upstream server generated (it sends text, not ids)
+
+
 def error_body(error: ApiError) -> TgiError:
     kind = ERROR_TYPES.get(error.status_code, "generation" if error.status_code >= 500 else "validation")
     return TgiError(error.message, kind)
@@ -55,15 +58,17 @@ class TgiShaper:
     answer: TgiAnswer
     listed: bool = False  # `POST /` answers a list of one response
     extras: ChoiceExtras = field(init=False)
-    texts: TokenTexts = field(init=False)
+    texts: TokenTexts | None = field(init=False)  # None: an upstream answers (no vocabulary here)
     pending: StreamResponse | None = None  # the latest token event, held until the next one
     parts: list[str] = field(default_factory=list)  # the streamed text so far
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
-        self.texts = token_texts(self.prepared.served.model)
+        served = self.prepared.served
+        self.texts = token_texts(served.model) if served is not None else None
 
     def _token(self, token: int, logprob: float | None, text: str | None = None) -> Token:
+        assert self.texts is not None
         known = self.texts.get(token)
         return Token(token, known.text if text is None else text, logprob, bool(known.piece) and not known.plain)
 
@@ -86,6 +91,12 @@ class TgiShaper:
     def piece(self, choice: int, piece: Piece) -> list[StreamResponse]:
         self.extras.observe(choice, piece)
         self.parts.append(piece.text)
+        if self.texts is None:  # an upstream's chunk: its text, with no token id or score known here
+            if not piece.text:
+                return []
+            out = [self.pending] if self.pending is not None else []
+            self.pending = StreamResponse(0, Token(UNKNOWN_TOKEN, piece.text, None, False))
+            return out
         if not piece.tokens:  # text held back for a stop sequence, released: it joins the held token
             if self.pending is not None:
                 self.pending.token.text += piece.text
@@ -103,12 +114,13 @@ class TgiShaper:
         event = self.pending
         self.pending = None
         if event is None:  # ended before any token of text: the end-of-text token is the event
-            model = self.prepared.served.model
-            event = StreamResponse(0, Token(model.eos_token_id, "", None, True))
+            served = self.prepared.served
+            event = StreamResponse(0, Token(served.model.eos_token_id if served is not None else UNKNOWN_TOKEN, "",
+                                            None, True))
         event.generated_text = self.answer.full_text + "".join(self.parts)
         event.details = StreamDetails(finish_reason(reason, counter.stop_sequences.get(choice)),
                                       counter.generated.get(choice, 0), self.answer.seed,
-                                      len(self.prepared.job.prompts[0].tokens))
+                                      len(self.prepared.job.prompts[0].tokens) or counter.prompt_tokens)
         event.raw_output = self.extras.stream_raw_output(choice)
         event.perf_metrics = self.extras.stream_perf(counter)
         return [event]

@@ -1,0 +1,93 @@
+"""What the engine's scheduler holds of each request: a choice waiting for a slot, and a choice
+being generated in one (its prompt, sampler, drafts, stops and output decoding state)."""
+
+from __future__ import annotations
+
+import codecs
+from dataclasses import dataclass
+
+from backends.drafting import Drafter, LookupDrafter
+from backends.jobs import JobHandle, LogprobOptions, PromptSpec, TokenLogprob
+from backends.prefix import Slot
+from backends.reasoning_budget import BudgetTracker
+from backends.sampling import SamplerChain
+from backends.stops import StopMatcher
+
+
+@dataclass(eq=False)
+class Waiting:
+    handle: JobHandle
+    choice: int
+    prompt_index: int
+    prompt: PromptSpec
+
+    @property
+    def group(self) -> tuple[JobHandle, int]:
+        """The choices of one prompt: they share its prefill."""
+        return self.handle, self.prompt_index
+
+
+class Sequence:
+    """One choice being generated in one slot."""
+
+    __slots__ = (
+        "budget",
+        "cached",
+        "choice",
+        "decoder",
+        "draft",
+        "drafted",
+        "drafter",
+        "echo_from",
+        "fed",
+        "first_token_at",
+        "generated",
+        "group",
+        "handle",
+        "images",
+        "last_token",
+        "logprobs",
+        "mark",
+        "max_tokens",
+        "output_row",
+        "prompt",
+        "prompt_entries",
+        "sampler",
+        "slot",
+        "special_text",
+        "stops",
+    )
+
+    def __init__(self, slot: Slot, waiting: Waiting, sampler: SamplerChain, cached: int, auto_draft: bool):
+        self.slot = slot
+        self.handle = waiting.handle
+        self.choice = waiting.choice
+        self.group = waiting.group
+        self.prompt = waiting.prompt.tokens
+        self.images = {image.start: image for image in waiting.prompt.images}
+        self.max_tokens = waiting.prompt.max_tokens
+        self.fed = cached  # prompt tokens in the slot's cache so far
+        self.cached = cached  # of which reused from an earlier request
+        self.sampler = sampler
+        self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self.stops = StopMatcher(waiting.handle.job.stop)
+        budget = waiting.handle.job.reasoning_budget
+        self.budget = BudgetTracker(budget) if budget is not None else None
+        self.special_text = waiting.handle.job.special_text
+        self.generated = 0
+        self.last_token = -1
+        self.output_row = -1  # batch row whose logits this sequence samples from, this step
+        self.mark = (len(slot.tokens), cached)  # (cache length, fed) before this step
+        self.logprobs: LogprobOptions | None = waiting.handle.job.logprobs
+        # Echo with logprobs: prompt positions from `echo_from` on get theirs (decoded, not reused).
+        self.echo_from = -1
+        self.prompt_entries: list[TokenLogprob | None] | None = None
+        draft = waiting.handle.job.draft
+        self.drafter = Drafter(draft) if draft else LookupDrafter(self.prompt) if auto_draft else None
+        self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
+        self.drafted = 0
+        self.first_token_at: float | None = None
+
+    @property
+    def prefilling(self) -> bool:
+        return self.fed < len(self.prompt)
