@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -148,8 +149,6 @@ def test_streams_and_concurrent_requests_on_the_workers_match_local(split_server
                     text.extend(choice["text"] for choice in json.loads(line[6:])["choices"])  # none in the usage chunk
         return "".join(text)
 
-    from concurrent.futures import ThreadPoolExecutor
-
     openings = ["The old lighthouse keeper", "Copper is a metal that"]
     with ThreadPoolExecutor(2) as pool:  # two slots decoding in one batch on the workers
         split = list(pool.map(lambda p: streamed(split_server, p), openings))
@@ -182,17 +181,14 @@ def test_a_worker_that_dies_mid_request_fails_it_with_503_and_the_model_comes_ba
         expected = token_ids(greedy_chat(local_server, PROMPTS[0]))
         assert token_ids(greedy_chat(server, PROMPTS[0])) == expected
 
-        events: list[dict] = []
-        with httpx.stream("POST", f"{server.v1}/chat/completions", timeout=120, json={
-                "model": server.model, "messages": [{"role": "user", "content": "Count to a thousand."}], "max_tokens": 400,
-                "ignore_eos": True, "temperature": 0, "stream": True}) as response:
-            assert response.status_code == 200
-            for line in response.iter_lines():
-                if not line.startswith("data: {"):
-                    continue
-                events.append(json.loads(line[6:]))
-                if len(events) == 5:
-                    worker.process.send_signal(signal.SIGKILL)
+        long_answer = {"model": server.model, "messages": [{"role": "user", "content": "Name every bird."}],
+                       "max_tokens": 400, "ignore_eos": True, "temperature": 0}
+        with ThreadPoolExecutor(1) as pool:  # a whole answer decoding beside the stream
+            whole = pool.submit(httpx.post, f"{server.v1}/chat/completions", json=long_answer, timeout=120)
+            events = stream_until_killed(server, worker)
+            cut_off = whole.result()
+        assert cut_off.status_code == 503, cut_off.text
+        assert f"RPC worker {worker.endpoint} went away" in cut_off.json()["error"]["message"]
         errors = [event["error"] for event in events if "error" in event]
         assert len(errors) == 1, events[-3:]
         assert f"RPC worker {worker.endpoint} went away" in errors[0]["message"]
@@ -215,6 +211,21 @@ def test_a_worker_that_dies_mid_request_fails_it_with_503_and_the_model_comes_ba
         stop_process(worker.process, timeout=5)
         stop_server(server)
     assert server.process.returncode == 0  # a clean exit, the abandoned model left alone
+
+
+def stream_until_killed(server: RunningServer, worker: Worker) -> list[dict]:
+    """A long streamed answer's chunks; the worker is killed after the fifth."""
+    events: list[dict] = []
+    with httpx.stream("POST", f"{server.v1}/chat/completions", timeout=120, json={
+            "model": server.model, "messages": [{"role": "user", "content": "Count to a thousand."}],
+            "max_tokens": 400, "ignore_eos": True, "temperature": 0, "stream": True}) as response:
+        assert response.status_code == 200
+        for line in response.iter_lines():
+            if line.startswith("data: {"):
+                events.append(json.loads(line[6:]))
+                if len(events) == 5:
+                    worker.process.send_signal(signal.SIGKILL)
+    return events
 
 
 def test_the_worker_listens_on_loopback_and_refuses_a_public_address_without_insecure():
@@ -260,11 +271,13 @@ def test_a_worker_on_a_private_address_warns_and_names_the_risk():
         stop_process(worker.process, timeout=5)
 
 
-def test_a_worker_on_loopback_does_not_warn():
-    worker = start_worker(None, "--insecure")
+def test_a_worker_on_loopback_does_not_warn_and_keeps_its_cache_where_told(tmp_path):
+    worker = start_worker(None, "--insecure", "--cache", str(tmp_path / "rpc-cache"))
     try:
         assert "warning" not in worker.output.text()
         assert f"fireside worker on {worker.endpoint}" in worker.output.text()
+        assert f"local cache    : {tmp_path / 'rpc-cache'}" in worker.output.text()
+        assert (tmp_path / "rpc-cache").is_dir()
     finally:
         stop_process(worker.process, timeout=5)
 
