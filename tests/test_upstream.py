@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pytest
 
 from app.upstream_output import UpstreamOutput, call_record, reasoning_record
 from tests.conftest import (
+    FIRESIDE,
     OutputReader,
     RunningServer,
     free_port,
@@ -118,6 +120,19 @@ def test_models_list_the_upstream_model_with_where_it_runs(pair: Pair) -> None:
     assert httpx.get(f"{pair.front.v1}/models/cluster", timeout=10).json()["upstream"] == pair.upstream_url
     tags = {m["name"]: m for m in httpx.get(f"{pair.front.base_url}/api/tags", timeout=10).json()["models"]}
     assert tags["remote"]["remote_host"] == pair.upstream_url and tags["remote"]["remote_model"] == "smol"
+
+
+def test_serve_and_fireside_models_say_where_an_upstream_model_runs(pair: Pair, tmp_path: Path) -> None:
+    line = pair.front_log.wait_for(lambda text: text.startswith("serving remote "))
+    assert line is not None and f"from upstream {pair.upstream_url} (as smol)" in line
+    assert "does not exist" not in pair.front_log.text()  # no file warning for a model without a file
+    folder = tmp_path / "config"
+    folder.mkdir()
+    (folder / "config.toml").write_text(f'[[models]]\nid = "remote"\nupstream = "{pair.upstream_url}"\n')
+    listing = subprocess.run([str(FIRESIDE), "models", "--port", str(free_port())], capture_output=True, text=True,
+                             timeout=60, check=True, env={**os.environ, "FIRESIDE_CONFIG_DIR": str(folder)}).stdout
+    row = next(line for line in listing.splitlines() if line.startswith("remote "))
+    assert row.split() == ["remote", "-", "remote", "?", pair.upstream_url]
 
 
 # ---- answers equal the upstream's own ---------------------------------------------------------
