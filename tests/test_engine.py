@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 
 import httpx
@@ -126,11 +127,14 @@ def test_queue_full_is_429_with_retry_after(small_server):
                     async for _ in response.aiter_lines():
                         pass
 
+            deadline = time.monotonic() + 120  # a hang guard, not a timing
             running = [asyncio.create_task(stream({**hold, "n": 2}))]  # both slots busy
             while (await client.get("/health")).json()["models"][0]["busy_slots"] < 2:
+                assert time.monotonic() < deadline, "the two choices never started"
                 await asyncio.sleep(0.05)
             running.append(asyncio.create_task(stream(hold)))  # waits: the queue is now full
             while (await client.get("/health")).json()["models"][0]["queued_requests"] < 1:
+                assert time.monotonic() < deadline, "the third request never queued"
                 await asyncio.sleep(0.05)
             refused = await client.post("/v1/completions", json={**hold, "stream": False, "max_tokens": 1})
             for task in running:

@@ -90,7 +90,9 @@ def test_a_long_request_waits_for_the_slots_it_needs(pooled):
     group = [threading.Thread(target=small, args=(i,)) for i in range(3)]
     for thread in group:
         thread.start()
+    deadline = time.monotonic() + 120  # a hang guard, not a timing
     while httpx.get(f"{pooled.base_url}/health", timeout=30).json()["models"][0]["busy_slots"] < 3:
+        assert time.monotonic() < deadline, "the three small requests never all started"
         time.sleep(0.05)
     with httpx.stream("POST", f"{pooled.v1}/completions", timeout=300, json={
             "model": pooled.model, "prompt": LONG, "max_tokens": 8, "stream": True}) as long:
