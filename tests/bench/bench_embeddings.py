@@ -8,7 +8,9 @@ in one run.
 Two workloads: 256 short texts (about 12 tokens each) and 16 long ones (about 400 tokens), each
 sent as one request (`Llama.embed` gets the list). The three are measured in turns, repetition
 by repetition, in a rotating order, so the machine's drifting speed hits all alike; the report
-gives the median embeddings per second and Fireside's ratio to each. `Llama.embed` runs twice:
+gives the median embeddings per second and Fireside's ratio to each. "fireside engine" is
+Fireside's embedding context driven in-process, as the engine drives it, without HTTP.
+`Llama.embed` runs twice:
 with its defaults, as users call it, and tuned to its fastest batch shape for this model. Every system uses the same
 threads and checks its vectors against Fireside's (cosine), so a fast wrong answer shows.
 """
@@ -32,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backends.threads import physical_cores  # noqa: E402
-from tests.bench.bench_engine import Server, running  # noqa: E402
-from tests.conftest import FIRESIDE, free_port  # noqa: E402
-from tests.embedding_model import minilm_gguf  # noqa: E402
+from backends.threads import physical_cores
+from tests.bench.bench_engine import Server, running
+from tests.conftest import FIRESIDE, free_port
+from tests.embedding_model import minilm_gguf
 
 WORDS = ("the quick brown fox jumps over a lazy dog while people in the small town read books about "
          "rivers mountains history music science cooking gardens trains weather and the sea").split()
@@ -56,6 +58,28 @@ def http_embedder(server: Server) -> Callable[[list[str]], np.ndarray]:
         response.raise_for_status()
         data = sorted(response.json()["data"], key=lambda item: item["index"])
         return np.array([item["embedding"] for item in data])
+    return embed
+
+
+def in_process(model: Path, threads: int) -> Callable[[list[str]], np.ndarray]:
+    """Fireside's embedding context as the engine drives it, without the server: what HTTP, the
+    request's tokenizing and the JSON answer add is the difference to "fireside"."""
+    from backends.embedder import EmbeddingContext
+    from backends.embedding_queue import EmbeddingOptions
+    from backends.llama_model import LlamaModel, ModelOptions
+
+    loaded = LlamaModel(model, ModelOptions())
+    options = EmbeddingOptions()
+    size = min(options.ctx_size, loaded.n_ctx_train)
+    context = EmbeddingContext(loaded, ctx_size=size - size % options.max_inputs, threads=threads,
+                               max_inputs=options.max_inputs)
+
+    def embed(inputs: list[str]) -> np.ndarray:
+        tokens = [loaded.tokenize(text, add_special=True, parse_special=False) for text in inputs]
+        vectors = []
+        for batch in context.batches(tokens):
+            vectors += context.embed_batch([tokens[i] for i in batch])
+        return np.array(vectors)
     return embed
 
 
@@ -104,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                       verbose=False)
         systems["Llama.embed"] = lambda inputs: np.array(plain.embed(inputs, normalize=False))
         systems["Llama.embed tuned"] = lambda inputs: np.array(tuned.embed(inputs, normalize=False))
+        systems["fireside engine"] = in_process(model, args.threads)
         rates: dict[str, dict[str, list[float]]] = {w: {name: [] for name in systems} for w in WORKLOADS}
         for workload, inputs in WORKLOADS.items():
             reference = systems["fireside"](inputs)  # also the warm-up
