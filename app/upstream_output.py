@@ -80,7 +80,10 @@ class UpstreamOutput:
         return events
 
     def finish(self) -> list[OutputEvent]:
-        return []  # the upstream's own parser finished its calls
+        """What was held back as a possible marker's start is content after all (the upstream's
+        own parser finished its calls); an unfinished record is dropped."""
+        held, self._held = self._held, ""
+        return [OutputEvent("content", held)] if held and not held.startswith(MARK) else []
 
     def _event(self, record: list) -> OutputEvent:
         if record[0] == "reasoning":
