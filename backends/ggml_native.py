@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ class Device:
     backend: str  # the registry entry: CPU, CUDA, Metal, Vulkan, BLAS, RPC, ...
     free: int
     total: int
+    handle: int = field(default=0, compare=False, repr=False)  # the ggml_backend_dev_t, for llama.cpp's calls
 
 
 def _text(pointer: bytes | None) -> str:
@@ -106,7 +107,7 @@ def describe_device(dev: int) -> Device:
     return Device(
         name=_text(name(dev)), description=_text(description(dev)),
         type=DEVICE_TYPES.get(dev_type(dev), "UNKNOWN"), backend=_text(reg_name(reg)) if reg else "",
-        free=free.value, total=total.value,
+        free=free.value, total=total.value, handle=dev,
     )
 
 

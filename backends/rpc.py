@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from backends import ggml_native
 from backends.ggml_native import NativeFunctionMissing, native_function
 
 log = logging.getLogger("fireside.rpc")
@@ -290,11 +291,11 @@ class Connections:
             self._lost |= dead
             self._retired |= retired
             for spelled in retired:
-                endpoint = Endpoint.parse(_plain(spelled))
+                endpoint = _endpoint_of(spelled)
                 self._generation[endpoint] = self._generation.get(endpoint, 0) + 1
                 self._connected.discard(spelled)
         for spelled in retired - dead:
-            _close_connections(Endpoint.parse(_plain(spelled)))
+            _close_connections(_endpoint_of(spelled))
         for watch in watches:
             watch.on_lost(WorkerLost(f"RPC worker {self.lost(watch.spellings)} went away; the model loads "
                                      "again when it is back"))
@@ -303,6 +304,10 @@ class Connections:
 def _plain(spelled: str) -> str:
     host, _, port = spelled.partition(":")
     return f"{host}:{int(port)}"
+
+
+def _endpoint_of(spelled: str) -> Endpoint:
+    return Endpoint.parse(_plain(spelled))
 
 
 def _close_connections(endpoint: Endpoint) -> None:
@@ -332,7 +337,7 @@ def _close_connections(endpoint: Endpoint) -> None:
 
 
 def _listening(spelled: str) -> bool:
-    endpoint = Endpoint.parse(_plain(spelled))
+    endpoint = _endpoint_of(spelled)
     try:
         with socket.create_connection((endpoint.host, endpoint.port), timeout=2.0):
             return True
@@ -345,30 +350,17 @@ CONNECTIONS = Connections()
 
 # --- serving this machine's devices (`fireside worker`) -------------------------------------
 
-def _devices_by_type() -> dict[int, list[int]]:
+def local_gpus() -> list[int]:
+    """This machine's GPUs (integrated ones when there is no discrete GPU), as llama.cpp picks them."""
     from backends.llama_model import init_backend
 
     init_backend()
-    count = native_function("ggml_backend_dev_count", ctypes.c_size_t)()
-    get = native_function("ggml_backend_dev_get", _ptr, ctypes.c_size_t)
-    dev_type = native_function("ggml_backend_dev_type", ctypes.c_int, _ptr)
-    by_type: dict[int, list[int]] = {}
-    for i in range(count):
-        dev = get(i)
-        if dev:
-            by_type.setdefault(dev_type(dev), []).append(dev)
-    return by_type
-
-
-def local_gpus() -> list[int]:
-    """This machine's GPUs (integrated ones when there is no discrete GPU), as llama.cpp picks them."""
-    by_type = _devices_by_type()
-    return by_type.get(1) or by_type.get(2) or []  # GPU, IGPU
+    return [device.handle for device in ggml_native.offload_devices(ggml_native.devices())]
 
 
 def worker_devices() -> list[int]:
     """The devices a worker offers: its GPUs, else its CPU, as llama.cpp's rpc-server picks them."""
-    return local_gpus() or _devices_by_type().get(0, [])
+    return local_gpus() or [device.handle for device in ggml_native.devices() if device.type == "CPU"]
 
 
 def serve(endpoint: Endpoint, cache_dir: str | None, threads: int, devices: list[int]) -> None:

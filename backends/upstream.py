@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import msgspec
 
 # A generation may sit in the upstream's queue or prefill a long prompt for a while before its
 # first byte; a server that says nothing for this long is taken as gone.
@@ -164,8 +165,8 @@ class UpstreamStream:
                 if data == "[DONE]":
                     return
                 try:
-                    event = json.loads(data)
-                except ValueError:
+                    event = msgspec.json.decode(data)
+                except msgspec.DecodeError:
                     raise UpstreamFailure(502, f"upstream {self.upstream.url} sent an event that is not JSON: "
                                                f"{data[:200]!r}", code="upstream_error") from None
                 if isinstance(event, dict):

@@ -224,13 +224,8 @@ retrieval_schema = schemathesis.openapi.from_dict(_retrieval_schema(), config=CO
 
 
 def _short(value: Any) -> Any:
-    if isinstance(value, str):
-        return value[:MAX_TEXT]
-    if isinstance(value, list):
-        return [_short(item) for item in value[:MAX_INPUTS]]
-    if isinstance(value, dict):
-        return {key: _short(item) for key, item in list(value.items())[:MAX_INPUTS]}
-    return value
+    """`_clip`, and objects cut to MAX_INPUTS keys too."""
+    return _clip(value, keys=MAX_INPUTS)
 
 
 def bound_retrieval_body(body: Any, served_model: str) -> None:
@@ -312,14 +307,15 @@ def front_doors() -> Iterator[RunningServer]:
     stop_server(running)
 
 
-def _clip(value: Any) -> Any:
-    """`value` with every string cut to MAX_TEXT characters and every list to MAX_INPUTS items."""
+def _clip(value: Any, keys: int | None = None) -> Any:
+    """`value` with every string cut to MAX_TEXT characters, every list to MAX_INPUTS items and
+    every object to its first `keys` keys (None: all)."""
     if isinstance(value, str):
         return value[:MAX_TEXT]
     if isinstance(value, list):
-        return [_clip(item) for item in value[:MAX_INPUTS]]
+        return [_clip(item, keys) for item in value[:MAX_INPUTS]]
     if isinstance(value, dict):
-        return {key: _clip(item) for key, item in value.items()}
+        return {key: _clip(item, keys) for key, item in list(value.items())[:keys]}
     return value
 
 
