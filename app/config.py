@@ -48,7 +48,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
@@ -57,13 +57,12 @@ from app import sizes
 from app.atomic_file import replace_file
 from app.locations import config_file, models_dir
 from app.toml_places import Places
-from backends.embedder import Pooling
-from backends.gpu_layers import parse_tensor_split
-from backends.kv_cache import CACHE_TYPES
-from backends.llama_model import ModelLoadError
-from backends.registry import ModelSpec
-from backends.rpc import Endpoint, parse_endpoints
-from backends.upstream import Upstream
+from backends.rpc_endpoint import Endpoint, parse_endpoints
+from backends.settings import CACHE_TYPES, DRAFT_MODES, parse_tensor_split
+
+if TYPE_CHECKING:  # imported where they are made: reading the config loads neither llama.cpp nor httpx
+    from backends.registry import ModelSpec
+    from backends.upstream import Upstream
 
 DEFAULT_KEEP_ALIVE = 300.0  # seconds
 FOREVER = float("inf")
@@ -121,7 +120,6 @@ class Config:
         return None
 
 
-DRAFT_MODES = ("auto", "off")
 _DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
@@ -272,6 +270,8 @@ def _upstream(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> 
     name = raw.get("model")
     if name is not None and (not isinstance(name, str) or not name):
         raise ConfigError(f"{where('model')}: model is the model's name on the upstream server")
+    from backends.upstream import Upstream
+
     return Upstream(url.rstrip("/"), key_env, name)
 
 
@@ -395,6 +395,9 @@ def _relative(path: Path, base: Path) -> str:
 def served_spec(entry: ModelEntry) -> ModelSpec:
     """A configured model as the registry serves it: loaded on first use, with its entry read
     again from the config file before each load."""
+    from backends.embedder import Pooling
+    from backends.registry import ModelSpec
+
     reread = functools.partial(_reread, entry.source, entry.id) if entry.source is not None else None
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
@@ -406,6 +409,8 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
 def _reread(path: Path, model_id: str) -> ModelSpec:
     """The model `model_id` as the config at `path` gives it now (ConfigError, a ValueError, when
     the file cannot be read; ModelLoadError when the model is no longer in it)."""
+    from backends.llama_model import ModelLoadError
+
     entry = next((m for m in load_config(path).models if m.id == model_id), None)
     if entry is None:
         raise ModelLoadError(f"{model_id} is no longer in the config file {path}")

@@ -18,24 +18,18 @@ import base64
 import binascii
 import ipaddress
 import socket
-from dataclasses import dataclass
 from urllib.parse import unquote_to_bytes, urljoin
 
 import httpx
 
-MAX_MEDIA_BYTES = 20 * 1024 * 1024
+from app.media_policy import MediaPolicy
+
 FETCH_TIMEOUT = 10.0  # seconds for a whole fetch
 MAX_REDIRECTS = 3
 
 
 class MediaError(ValueError):
     """A media URL that gives no bytes, with the reason."""
-
-
-@dataclass(frozen=True)
-class MediaPolicy:
-    allow_private: bool = False  # fetch URLs on loopback, private and link-local addresses too
-    max_bytes: int = MAX_MEDIA_BYTES
 
 
 DEFAULT_MEDIA = MediaPolicy()

@@ -39,7 +39,6 @@ from backends.jobs import (
     TextDelta,
     TokenLogprob,
 )
-from backends.kv_cache import DEFAULT_CACHE_TYPE
 from backends.kv_pool import KvPool
 from backends.llama_model import LlamaModel
 from backends.logprobs import LogprobComputer
@@ -55,6 +54,7 @@ from backends.prompt_store import (
 )
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.sequences import Sequence, Waiting
+from backends.settings import DEFAULT_CACHE_TYPE
 from backends.threads import ThreadPolicy, cpu_idle_seconds
 
 log = logging.getLogger("fireside.engine")
@@ -91,7 +91,7 @@ class EngineOptions:
     max_queue: int = 64
     embedding: EmbeddingOptions = EmbeddingOptions()
     saved_prompts: StoreOptions | None = None  # keep the slots' caches on disk across restarts
-    cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.kv_cache.CACHE_TYPES`)
+    cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.settings.CACHE_TYPES`)
     auto_draft: bool = True  # draft by prompt lookup when a request gives no prediction
 
 

@@ -18,15 +18,15 @@ for the driver, the display and other programs), and the rest is the budget.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 from backends import ggml_native
+from backends.settings import GpuLayersSetting
 
 log = logging.getLogger("fireside.gpu")
 
@@ -36,8 +36,6 @@ KV_ELEMENT_BYTES = 2  # the KV cache's default type is f16
 FLOAT_BYTES = 4  # activations and logits are f32
 DEFAULT_UBATCH = 512  # the engine's batch size (EngineOptions.batch_size)
 DEFAULT_CTX = 4096  # ctx_size 0: the model's training context, at most this (as the registry does)
-
-GpuLayersSetting = int | Literal["auto"]
 
 
 @dataclass(frozen=True)
@@ -97,34 +95,6 @@ def layers_that_fit(shape: ModelShape, free_memory: Sequence[int], ctx_tokens: i
             break
         fitting = n
     return fitting
-
-
-# --- the option --------------------------------------------------------------------------------
-
-def parse_gpu_layers_option(value: str) -> GpuLayersSetting:
-    """`--gpu-layers`: `auto`, a number of layers, or -1 (all). An argparse `type=`."""
-    if value.strip().lower() == "auto":
-        return "auto"
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of layers, -1 (all) or auto, got {value!r}") from None
-    if number < -1:
-        raise argparse.ArgumentTypeError(f"expected a number of layers, -1 (all) or auto, got {number}")
-    return number
-
-
-def parse_tensor_split(value: str | list[float] | tuple[float, ...]) -> tuple[float, ...]:
-    """`--tensor-split 3,1` or the config's `tensor_split = [3, 1]`: the proportion of the
-    offloaded layers each device takes, in llama.cpp's device order (RPC workers first)."""
-    parts: list[object] = value.split(",") if isinstance(value, str) else list(value)
-    try:
-        shares = tuple(float(p) for p in parts if not isinstance(p, bool) and str(p).strip())
-    except (TypeError, ValueError):
-        raise ValueError(f"tensor_split is a list of proportions, such as 3,1; got {value!r}") from None
-    if len(shares) != len(parts) or not shares or any(not s >= 0 for s in shares) or not sum(shares) > 0:
-        raise ValueError(f"tensor_split is a list of proportions (0 or more, not all 0), such as 3,1; got {value!r}")
-    return shares
 
 
 # --- the real inputs -----------------------------------------------------------------------------

@@ -9,16 +9,14 @@ from typing import Any, Protocol
 import llama_cpp
 
 from backends.llama_model import LlamaModel
-
-# llama.cpp's ggml types for the cache, and the bytes each stored value takes: f16 is 2 bytes,
-# q8_0 a block of 32 values in 34 bytes, q4_0 32 values in 18
-CACHE_TYPES = {"f16": (llama_cpp.GGML_TYPE_F16, 2.0), "q8_0": (llama_cpp.GGML_TYPE_Q8_0, 34 / 32),
-               "q4_0": (llama_cpp.GGML_TYPE_Q4_0, 18 / 32)}
-DEFAULT_CACHE_TYPE = "f16"
+from backends.settings import CACHE_TYPES
 
 
 def ggml_type(cache_type: str) -> int:
-    return CACHE_TYPES[cache_type][0]
+    """llama.cpp's ggml type of one of `CACHE_TYPES` ("q8_0": GGML_TYPE_Q8_0)."""
+    if cache_type not in CACHE_TYPES:
+        raise KeyError(cache_type)
+    return getattr(llama_cpp, f"GGML_TYPE_{cache_type.upper()}")
 
 
 @dataclass(frozen=True)
@@ -41,7 +39,7 @@ def kv_size(model: LlamaModel, cells: int, cache_type: str) -> KvSize:
     default = llama_cpp.llama_model_n_embd(handle) // max(heads, 1)
     key, value = (int(model.metadata(f"{arch}.attention.{name}_length") or default) for name in ("key", "value"))
     values_per_cell = layers * kv_heads * (key + value)
-    return KvSize(cells, values_per_cell * CACHE_TYPES[cache_type][1])
+    return KvSize(cells, values_per_cell * CACHE_TYPES[cache_type])
 
 
 class _Engine(Protocol):  # what `engine_kv` reads of `backends.engine.Engine`

@@ -1,4 +1,4 @@
-"""What a loaded model's files were when it loaded, and whether they still are.
+"""Which files a model is (`gguf_parts`), what they were when it loaded, and whether they still are.
 
 A loaded model holds its weights in memory (`ModelOptions.use_mmap` is off), so nothing done to
 its file can crash the server; but a file that was replaced, rewritten, truncated or deleted is
@@ -55,3 +55,15 @@ def first_change(stamps: tuple[FileStamp, ...]) -> str | None:
         if change is not None:
             return change
     return None
+
+
+def gguf_parts(path: Path) -> list[Path]:
+    """The files of a (possibly split) GGUF: `name-00001-of-00003.gguf` and its siblings."""
+    stem = path.stem
+    marker = stem.rfind("-00001-of-")
+    if marker < 0 or not path.exists():
+        return [path] if path.exists() else []
+    count = stem[marker + len("-00001-of-"):]
+    base = stem[:marker]
+    return [path.with_name(f"{base}-{i:05d}-of-{count}.gguf") for i in range(1, int(count) + 1)
+            if path.with_name(f"{base}-{i:05d}-of-{count}.gguf").exists()]

@@ -39,12 +39,12 @@ from backends.engine import Engine, EngineOptions
 from backends.ggml_native import GgufError, NativeFunctionMissing
 from backends.gpu_layers import KV_ELEMENT_BYTES, read_model_shape
 from backends.grammar import GrammarCache
-from backends.kv_cache import CACHE_TYPES
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
 from backends.memory import available_memory, describe_bytes
-from backends.model_file import FileStamp, first_change, stamp_files
-from backends.rpc import Endpoint
+from backends.model_file import FileStamp, first_change, gguf_parts, stamp_files
+from backends.rpc_endpoint import Endpoint
 from backends.rpc_models import WorkerLink, close_on_workers, load_on_workers
+from backends.settings import CACHE_TYPES
 from backends.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -628,7 +628,7 @@ class ModelRegistry:
             return MemoryNeed(weights, 0, 0)
         tokens = (spec.ctx_size or self.engine_options.ctx_size
                   or min(shape.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
-        element = CACHE_TYPES[spec.cache_type or self.engine_options.cache_type][1]
+        element = CACHE_TYPES[spec.cache_type or self.engine_options.cache_type]
         kv_cache = tokens * sum(shape.kv_bytes_per_token) * element / KV_ELEMENT_BYTES  # the shape counts f16
         return MemoryNeed(weights, int(kv_cache), tokens)
 
@@ -662,15 +662,3 @@ def _free(served: ServedModel) -> None:
 def model_files(spec: ModelSpec) -> list[Path]:
     """The files a load reads: the GGUF's parts and the projector."""
     return [*gguf_parts(spec.path), *([spec.mmproj] if spec.mmproj is not None else [])]
-
-
-def gguf_parts(path: Path) -> list[Path]:
-    """The files of a (possibly split) GGUF: `name-00001-of-00003.gguf` and its siblings."""
-    stem = path.stem
-    marker = stem.rfind("-00001-of-")
-    if marker < 0 or not path.exists():
-        return [path] if path.exists() else []
-    count = stem[marker + len("-00001-of-"):]
-    base = stem[:marker]
-    return [path.with_name(f"{base}-{i:05d}-of-{count}.gguf") for i in range(1, int(count) + 1)
-            if path.with_name(f"{base}-{i:05d}-of-{count}.gguf").exists()]

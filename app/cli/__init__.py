@@ -1,4 +1,9 @@
-"""The `fireside` command: one module per subcommand, each with `add_command(s)` and `run`."""
+"""The `fireside` command: one module per subcommand, each with `add_command(s)` and `run`.
+
+A subcommand's module imports at its top only what its parser needs; what the command runs on (the
+engine, llama.cpp, Litestar, httpx, huggingface_hub) is imported when it runs. So `fireside --help`,
+`fireside models` and a refused `fireside serve` start at once (tests/test_cli.py checks which
+modules they load)."""
 
 from __future__ import annotations
 

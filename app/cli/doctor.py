@@ -11,7 +11,6 @@ always exits 0: whatever cannot be found out is reported, not raised.
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
 import platform
 import shutil
 import socket
@@ -127,6 +126,8 @@ def cpu_features(system_info: dict[str, dict[str, str]]) -> list[str]:
 
 
 def _version(distribution: str) -> str:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(distribution)
     except importlib.metadata.PackageNotFoundError:
@@ -240,10 +241,11 @@ def _workers(given: str | None) -> list[WorkerInfo]:
     from app.config import ConfigError, load_config
     from backends import rpc
     from backends.ggml_native import describe_device
+    from backends.rpc_endpoint import Endpoint, parse_endpoints
 
-    users: dict[rpc.Endpoint, list[str]] = {}
+    users: dict[Endpoint, list[str]] = {}
     try:
-        for endpoint in rpc.parse_endpoints(given) if given else ():
+        for endpoint in parse_endpoints(given) if given else ():
             users.setdefault(endpoint, []).append("--rpc")
     except ValueError as error:
         return [WorkerInfo(given or "", ["--rpc"], False, str(error))]

@@ -8,12 +8,10 @@ import os
 import sys
 from pathlib import Path
 
-import httpx
-
 from app.cli.defaults import DEFAULT_PORT
 from app.config import ConfigError, ModelEntry, load_config, remove_model
 from app.locations import config_file, models_dir
-from backends.registry import gguf_parts
+from backends.model_file import gguf_parts
 
 
 def add_commands(commands: argparse._SubParsersAction) -> None:
@@ -42,6 +40,8 @@ def run(args: argparse.Namespace) -> int:
 
 def _loaded(port: int, api_key: str | None) -> set[str] | None:
     """The ids the server on `port` has loaded; None when no server answers."""
+    import httpx
+
     headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
     try:
         response = httpx.get(f"http://127.0.0.1:{port}/v1/models", headers=headers, timeout=2, trust_env=False)

@@ -1,41 +1,24 @@
 """`fireside serve`: load the models (the command line's, the config file's, or the embedded
-default) and serve them over HTTP."""
+default) and serve them over HTTP. Here: its options, and the refusals that need nothing loaded,
+so that they come at once; `app.cli.serving` then loads the models and serves them."""
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import logging
-import signal
 import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SHUTDOWN_GRACE
-from app.config import (
+from app.server import security_settings as security
+from app.server.settings import DEFAULT_MAX_LOGPROBS
+from backends.rpc_endpoint import Endpoint, parse_endpoints
+from backends.settings import (
+    CACHE_TYPES,
+    DEFAULT_CACHE_TYPE,
     DRAFT_MODES,
-    Config,
-    ConfigError,
-    ModelEntry,
-    load_config,
-    parse_size,
-    served_spec,
-)
-from app.locations import data_dir
-from app.media import MediaPolicy
-from app.server import security
-from app.server.settings import DEFAULT_MAX_LOGPROBS, ApiSettings
-from backends.engine import EngineOptions
-from backends.gpu_layers import (
     parse_gpu_layers_option,
     parse_tensor_split,
-    resolve_gpu_layers,
 )
-from backends.kv_cache import CACHE_TYPES, DEFAULT_CACHE_TYPE, engine_kv
-from backends.llama_model import ModelLoadError, ModelOptions
-from backends.prompt_store import StoreOptions
-from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
-from backends.rpc import Endpoint, parse_endpoints
-from backends.threads import physical_cores
 
 DEFAULT_PROMPT_CACHE_DISK = "1GiB"
 
@@ -141,58 +124,14 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     security.add_arguments(serve)
 
 
-def model_specs(paths: list[Path], aliases: list[str | None],
-                templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
-                config: Config | None = None, projectors: list[Path | None] | None = None,
-                rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = ()) -> list[ModelSpec]:
-    """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
-    hold one entry per model, None: none), then the config file's (loaded on first use). The
-    embedded default model when there are neither."""
-    configured = [_configured_spec(entry) for entry in (config.models if config else ())]
-    if not paths and configured:
-        return configured
-    paths = paths or [default_model_path()]
-    templates, projectors = templates or [], projectors or []
-    for template in templates:
-        if template is not None and not template.is_file():
-            raise ModelLoadError(f"chat template not found: {template}")
-    for projector in projectors:
-        if projector is not None and not projector.is_file():
-            raise ModelLoadError(f"projector not found: {projector}")
-    given = [
-        ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
-                  gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None, rpc=rpc,
-                  tensor_split=tensor_split)
-        for i, path in enumerate(paths)
-    ]
-    return given + configured
-
-
-def _configured_spec(entry: ModelEntry) -> ModelSpec:
-    if entry.chat_template is not None and not entry.chat_template.is_file():
-        raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
-    return served_spec(entry)
-
-
-def engine_options(args: argparse.Namespace) -> EngineOptions:
-    return EngineOptions(
-        ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
-        threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
-        auto_draft=args.draft == "auto",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
-    import uvicorn
-
+    """The refusals first, each one line at once, with nothing loaded (a bad key file, a public
+    address without a key, a port taken, a data folder not writable, a config that cannot be read:
+    exit 2 for the first two, 1 for the others); then `app.cli.serving` loads and serves."""
     from app.cli.preflight import startup_problem
-    from app.server.app import create_app
-    from app.server.shutdown import Drain, DrainingServer
+    from app.config import ConfigError, load_config, parse_size
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
-    options = engine_options(args)
-    try:  # before loading anything: a refused start must be quick
+    try:
         security_settings = security.settings_from_args(args)
         bind_warning = security.check_bind(args.host, security_settings, args.insecure)
     except security.SecurityConfigError as error:
@@ -206,85 +145,23 @@ def run(args: argparse.Namespace) -> int:
     try:
         config = load_config(args.config)
         budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
-        options = dataclasses.replace(options, saved_prompts=_saved_prompts(args.prompt_cache_disk, config))
-        registry = ModelRegistry.load(
-            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
-                        args.tensor_split),
-            ModelOptions(use_mmap=args.mmap), options,
-            max_loaded=args.max_loaded or config.max_loaded,
-            memory_budget=parse_size(budget, "--memory-budget") if budget is not None else None,
-            gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
-        )
-    except (ModelLoadError, ConfigError) as error:
+        memory_budget = parse_size(budget, "--memory-budget") if budget is not None else None
+        prompt_cache_bytes = _prompt_cache_bytes(args.prompt_cache_disk, config.prompt_cache_disk)
+    except ConfigError as error:
         print(f"fireside: {error}", file=sys.stderr)
         return 1
-    try:
-        for served in registry:
-            whole, _ = engine_kv(served.engine)
-            print(f"serving {served.id} from {served.path} "
-                  f"({served.engine.ctx_size} tokens per request, {served.engine.request_limit} for one that needs more, "
-                  f"{options.parallel} slots, "
-                  f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
-                  f"threads: {served.engine.threads.describe()}{_placement(served)})")
-        for spec, served, _ in registry.specs():
-            if spec.upstream is not None:
-                print(f"serving {spec.id} from upstream {spec.upstream.url} (as {spec.upstream.model or spec.id})")
-                continue
-            if served is None:
-                print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
-                      f"{_duration(spec.keep_alive)} unused)")
-                if not spec.path.is_file():
-                    print(f"fireside: warning: {spec.id}: {spec.path} does not exist; requests for it get 503 "
-                          "until it does (`fireside pull` downloads models)", file=sys.stderr)
-        print(security.describe(security_settings))
-        print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
-              flush=True)
-        settings = ApiSettings(max_logprobs=max(0, args.max_logprobs), security=security_settings,
-                               log_prompts=args.log_prompts, media=MediaPolicy(allow_private=args.allow_private_media_urls))
-        drain = Drain()
-        config = uvicorn.Config(create_app(registry, settings, drain), host=args.host, port=args.port,
-                                log_level="warning", timeout_graceful_shutdown=2)
-        server = DrainingServer(config, drain, lambda error: [served.engine.abort(error) for served in registry],
-                                grace=max(0.0, args.shutdown_grace))
-        # the server drains, stops, then raises the signal again: it must end in the `finally`
-        # below (the models close, their prompt caches are saved)
-        for stop in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(stop, _stopped)
-        server.run()
-        return 0 if server.started else 1
-    finally:
-        registry.close()
+    from app.cli.serving import serve_models
+
+    return serve_models(args, config, security_settings, memory_budget, prompt_cache_bytes)
 
 
-def _placement(served: ServedModel) -> str:
-    if served.workers is None:
-        return ""
-    return f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+def _prompt_cache_bytes(given: str | None, configured: int | None) -> int:
+    """How much of the slots' caches is kept on disk across restarts (0: none): `--prompt-cache-disk`,
+    else the config's `prompt_cache_disk`, else DEFAULT_PROMPT_CACHE_DISK."""
+    from app.config import parse_size
 
-
-def _stopped(signum: int, _frame: object) -> None:
-    raise SystemExit(0)
-
-
-def _saved_prompts(given: str | None, config: Config) -> StoreOptions | None:
-    """Where the slots' caches are kept across restarts, and how much of them (None: nowhere)."""
     if given is not None:
-        size = 0 if given.strip() == "0" else parse_size(given, "--prompt-cache-disk")
-    elif config.prompt_cache_disk is not None:
-        size = config.prompt_cache_disk
-    else:
-        size = parse_size(DEFAULT_PROMPT_CACHE_DISK, "--prompt-cache-disk")
-    return StoreOptions(data_dir() / "prompt-cache", size) if size > 0 else None
-
-
-def _duration(seconds: float) -> str:
-    if seconds == float("inf"):
-        return "never"
-    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
-
-
-def auto_gpu_layers(parallel: int, batch_size: int):
-    """`gpu_layers = "auto"`: as many layers as the GPU's free memory holds, with every slot's cache."""
-    def resolve(spec: ModelSpec, ctx_size: int) -> int:
-        return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)
-    return resolve
+        return 0 if given.strip() == "0" else parse_size(given, "--prompt-cache-disk")
+    if configured is not None:
+        return configured
+    return parse_size(DEFAULT_PROMPT_CACHE_DISK, "--prompt-cache-disk")

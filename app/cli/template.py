@@ -8,13 +8,10 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
-from backends.vocab import marker_texts
-from templates.chat_format import ChatFormat
-from templates.chat_template import CHATML_TEMPLATE, TemplateRenderError
-from templates.reasoning import ReasoningError, normalize_reasoning
+if TYPE_CHECKING:  # imported when the command runs: its parser loads neither templates nor llama.cpp
+    from templates.chat_format import ChatFormat
 
 DEFAULT_MESSAGES = [{"role": "user", "content": "Hello"}]
 
@@ -56,6 +53,11 @@ def _is_gguf(path: Path) -> bool:
 
 
 def _chat_format(path: Path, vocab: Path | None, bos: str, eos: str) -> ChatFormat:
+    from backends.llama_model import LlamaModel, ModelOptions
+    from backends.vocab import marker_texts
+    from templates.chat_format import ChatFormat
+    from templates.chat_template import CHATML_TEMPLATE
+
     if vocab is not None and _is_gguf(path):
         raise ValueError("--vocab goes with a Jinja file; a GGUF given to --template has its own vocabulary")
     source = None if _is_gguf(path) else path.read_text(encoding="utf-8")
@@ -83,6 +85,10 @@ def _json_list(path: Path | None, what: str) -> list[Any] | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from backends.llama_model import ModelLoadError
+    from templates.chat_template import TemplateRenderError
+    from templates.reasoning import ReasoningError, normalize_reasoning
+
     try:
         chat = _chat_format(args.template, args.vocab, args.bos_token, args.eos_token)
         reasoning = normalize_reasoning(_effort(args.reasoning_effort), None, args.reasoning_history)

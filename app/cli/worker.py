@@ -16,8 +16,7 @@ import threading
 from pathlib import Path
 
 from app.cli.preflight import listen_problem
-from backends import rpc
-from backends.ggml_native import describe_device
+from backends.rpc_endpoint import DEFAULT_PORT, Endpoint
 from backends.threads import physical_cores
 
 _RISK = ("the RPC protocol has no authentication or encryption: anyone who can reach {where} can use this "
@@ -29,7 +28,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     worker = commands.add_parser("worker", help="serve this machine's devices to another fireside (llama.cpp RPC)")
     worker.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default 127.0.0.1: reachable only through a tunnel)")
-    worker.add_argument("--port", type=int, default=rpc.DEFAULT_PORT)
+    worker.add_argument("--port", type=int, default=DEFAULT_PORT)
     worker.add_argument("--threads", type=int, default=None, metavar="N",
                         help="CPU threads for a CPU device (default: the physical cores)")
     worker.add_argument("--cache", type=Path, default=None, metavar="DIR",
@@ -40,6 +39,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from backends import rpc  # llama.cpp's RPC backend: loaded only to serve
+
     if not rpc.supported():
         print("fireside: this build of llama.cpp has no RPC backend; reinstall llama-cpp-python with "
               "CMAKE_ARGS=\"-DGGML_RPC=ON\" (packaging/install.sh does)", file=sys.stderr)
@@ -65,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
     if args.cache is not None:
         args.cache.mkdir(parents=True, exist_ok=True)
     threads = args.threads or physical_cores()
-    endpoint = rpc.Endpoint(args.host, args.port)
+    endpoint = Endpoint(args.host, args.port)
     names = ", ".join(_describe(dev) for dev in devices)
     print(f"fireside worker on {endpoint}: {names}; {threads} thread{'s' if threads != 1 else ''}; serve a model on it with "
           f"`fireside serve --rpc {endpoint.host if reach != 'loopback' else '127.0.0.1'}:{endpoint.port}`", flush=True)
@@ -84,5 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _describe(dev: int) -> str:
+    from backends.ggml_native import describe_device
+
     device = describe_device(dev)
     return f"{device.type} {device.description} ({device.total / (1 << 30):.1f} GiB)"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.media import MediaPolicy
-from app.server.security import SecuritySettings
+from app.media_policy import MediaPolicy
+from app.server.security_settings import SecuritySettings
 
 DEFAULT_MAX_LOGPROBS = 5
 

@@ -33,7 +33,8 @@ from app.locations import models_dir
 from app.server.errors import ApiError, BadRequest
 from backends.embedder import Pooling, declared_pooling
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
-from backends.registry import ModelRegistry, ModelSpec, ServedModel, gguf_parts
+from backends.model_file import gguf_parts
+from backends.registry import ModelRegistry, ModelSpec, ServedModel
 
 # The Ollama API level these routes follow (apps compare it to gate features such as `think`).
 OLLAMA_API_VERSION = "0.12.0"

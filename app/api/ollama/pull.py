@@ -23,7 +23,8 @@ from app.cli import pull as hub
 from app.config import ConfigError, add_model, load_config, served_spec
 from app.server.errors import ApiError, BadRequest
 from backends.llama_model import ModelLoadError
-from backends.registry import ModelRegistry, ModelSpec, gguf_parts
+from backends.model_file import gguf_parts
+from backends.registry import ModelRegistry, ModelSpec
 
 Report = Callable[[OllamaProgressResponse], None]
 

@@ -1,0 +1,153 @@
+"""`fireside serve` once its refusals are behind it (`app.cli.serve`): load the models, then
+serve them over HTTP until a signal. Everything heavy the command needs (the engine, llama.cpp,
+Litestar, uvicorn) is imported here, and only once a start is not refused."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import uvicorn
+
+from app.config import Config, ConfigError, ModelEntry, served_spec
+from app.locations import data_dir
+from app.media_policy import MediaPolicy
+from app.server.app import create_app
+from app.server.security_settings import SecuritySettings, describe
+from app.server.settings import ApiSettings
+from app.server.shutdown import Drain, DrainingServer
+from backends.engine import EngineOptions
+from backends.gpu_layers import resolve_gpu_layers
+from backends.kv_cache import engine_kv
+from backends.llama_model import ModelLoadError, ModelOptions
+from backends.prompt_store import StoreOptions
+from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
+from backends.rpc_endpoint import Endpoint
+from backends.threads import physical_cores
+
+
+def serve_models(args: argparse.Namespace, config: Config, security_settings: SecuritySettings,
+                 memory_budget: int | None, prompt_cache_bytes: int) -> int:
+    """Load the command line's and `config`'s models, print what is served where, and serve them;
+    1 when a model cannot load, else 0 once a signal stopped the server."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
+    options = engine_options(args, prompt_cache_bytes)
+    try:
+        registry = ModelRegistry.load(
+            model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
+                        args.tensor_split),
+            ModelOptions(use_mmap=args.mmap), options,
+            max_loaded=args.max_loaded or config.max_loaded, memory_budget=memory_budget,
+            gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
+        )
+    except (ModelLoadError, ConfigError) as error:
+        print(f"fireside: {error}", file=sys.stderr)
+        return 1
+    try:
+        for served in registry:
+            whole, _ = engine_kv(served.engine)
+            print(f"serving {served.id} from {served.path} "
+                  f"({served.engine.ctx_size} tokens per request, {served.engine.request_limit} for one that needs more, "
+                  f"{options.parallel} slots, "
+                  f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
+                  f"threads: {served.engine.threads.describe()}{_placement(served)})")
+        for spec, served, _ in registry.specs():
+            if spec.upstream is not None:
+                print(f"serving {spec.id} from upstream {spec.upstream.url} (as {spec.upstream.model or spec.id})")
+                continue
+            if served is None:
+                print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
+                      f"{_duration(spec.keep_alive)} unused)")
+                if not spec.path.is_file():
+                    print(f"fireside: warning: {spec.id}: {spec.path} does not exist; requests for it get 503 "
+                          "until it does (`fireside pull` downloads models)", file=sys.stderr)
+        print(describe(security_settings))
+        print(f"listening on http://{args.host}:{args.port} (OpenAI base URL: http://{args.host}:{args.port}/v1)",
+              flush=True)
+        settings = ApiSettings(max_logprobs=max(0, args.max_logprobs), security=security_settings,
+                               log_prompts=args.log_prompts, media=MediaPolicy(allow_private=args.allow_private_media_urls))
+        drain = Drain()
+        http = uvicorn.Config(create_app(registry, settings, drain), host=args.host, port=args.port,
+                              log_level="warning", timeout_graceful_shutdown=2)
+        server = DrainingServer(http, drain, lambda error: [served.engine.abort(error) for served in registry],
+                                grace=max(0.0, args.shutdown_grace))
+        # the server drains, stops, then raises the signal again: it must end in the `finally`
+        # below (the models close, their prompt caches are saved)
+        for stop in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(stop, _stopped)
+        server.run()
+        return 0 if server.started else 1
+    finally:
+        registry.close()
+
+
+def model_specs(paths: list[Path], aliases: list[str | None],
+                templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
+                config: Config | None = None, projectors: list[Path | None] | None = None,
+                rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = ()) -> list[ModelSpec]:
+    """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
+    hold one entry per model, None: none), then the config file's (loaded on first use). The
+    embedded default model when there are neither."""
+    configured = [_configured_spec(entry) for entry in (config.models if config else ())]
+    if not paths and configured:
+        return configured
+    paths = paths or [default_model_path()]
+    templates, projectors = templates or [], projectors or []
+    for template in templates:
+        if template is not None and not template.is_file():
+            raise ModelLoadError(f"chat template not found: {template}")
+    for projector in projectors:
+        if projector is not None and not projector.is_file():
+            raise ModelLoadError(f"projector not found: {projector}")
+    given = [
+        ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
+                  gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None, rpc=rpc,
+                  tensor_split=tensor_split)
+        for i, path in enumerate(paths)
+    ]
+    return given + configured
+
+
+def _configured_spec(entry: ModelEntry) -> ModelSpec:
+    if entry.chat_template is not None and not entry.chat_template.is_file():
+        raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
+    return served_spec(entry)
+
+
+def engine_options(args: argparse.Namespace, prompt_cache_bytes: int = 0) -> EngineOptions:
+    """The command line's engine settings; the slots' prompt caches kept on disk when
+    `prompt_cache_bytes` is more than 0."""
+    saved = StoreOptions(data_dir() / "prompt-cache", prompt_cache_bytes) if prompt_cache_bytes > 0 else None
+    return EngineOptions(
+        ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
+        threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
+        auto_draft=args.draft == "auto", saved_prompts=saved,
+    )
+
+
+def _placement(served: ServedModel) -> str:
+    if served.workers is None:
+        return ""
+    return f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+
+
+def _stopped(signum: int, _frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _duration(seconds: float) -> str:
+    if seconds == float("inf"):
+        return "never"
+    return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
+
+
+def auto_gpu_layers(parallel: int, batch_size: int) -> Callable[[ModelSpec, int], int]:
+    """`gpu_layers = "auto"`: as many layers as the GPU's free memory holds, with every slot's cache."""
+    def resolve(spec: ModelSpec, ctx_size: int) -> int:
+        return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)
+    return resolve
