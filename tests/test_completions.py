@@ -38,7 +38,7 @@ def test_string_prompt_answers_in_openai_shape(http, server):
     assert body["model"] == server.model
     [choice] = body["choices"]
     assert choice["index"] == 0 and choice["finish_reason"] in ("stop", "length")
-    assert "Paris" in choice["text"]
+    assert choice["text"]  # some text came back (which text is the model's, and differs between CPUs)
     usage = body["usage"]
     assert usage["prompt_tokens"] == 5
     assert usage["total_tokens"] == usage["prompt_tokens"] + usage["completion_tokens"]
@@ -126,11 +126,25 @@ def test_same_seed_same_texts_for_every_choice(http, server):
     assert first == second
 
 
+def stop_across_tokens(http: httpx.Client, model: str) -> tuple[str, str]:
+    """The greedy 24-token answer to PROMPT and a stop string made of the last 2 characters of one
+    of its tokens and the first 3 of the text after it, found nowhere earlier in the answer: read
+    from the answer's own tokens (whatever text this machine's model writes)."""
+    body = greedy(http, model, PROMPT, 24, ignore_eos=True, logprobs=0)
+    full, tokens = body["choices"][0]["text"], body["choices"][0]["logprobs"]["tokens"]
+    boundary = 0
+    for token in tokens[:-1]:
+        if not full.startswith(token, boundary):
+            break  # a character split between tokens: offsets past it are not the text's
+        boundary += len(token)
+        stop = full[boundary - 2:boundary + 3]
+        if len(token) >= 2 and len(stop) == 5 and full.index(stop) == boundary - 2:
+            return full, stop
+    pytest.fail(f"no token boundary to put a stop string across in {full!r} ({tokens})")
+
+
 def test_stop_sequence_spanning_tokens_is_cut_and_never_returned(http, server):
-    full = greedy(http, server.model, PROMPT, 24, ignore_eos=True)["choices"][0]["text"]
-    # a stop string made of the end of one token and the start of the next
-    start = full.index("Paris") + 2
-    stop = full[start:start + 5]
+    full, stop = stop_across_tokens(http, server.model)
     body = greedy(http, server.model, PROMPT, 24, ignore_eos=True, stop=[stop])
     choice = body["choices"][0]
     assert choice["finish_reason"] == "stop"
@@ -139,8 +153,7 @@ def test_stop_sequence_spanning_tokens_is_cut_and_never_returned(http, server):
 
 
 def test_stop_sequence_is_cut_in_streams_too(http, server):
-    full = greedy(http, server.model, PROMPT, 24, ignore_eos=True)["choices"][0]["text"]
-    stop = full[full.index("Paris") + 2:][:5]
+    full, stop = stop_across_tokens(http, server.model)
     with http.stream("POST", "/v1/completions", json={
         "model": server.model, "prompt": PROMPT, "max_tokens": 24, "temperature": 0,
         "ignore_eos": True, "stop": stop, "stream": True,
@@ -159,12 +172,14 @@ def test_more_than_four_stop_sequences_is_400(http, server):
 
 
 def test_ignore_eos_generates_to_max_tokens(http, server):
-    # the chat answer ends with EOS quickly; ignore_eos keeps going
+    # the bias makes the end of turn (<|im_end|>, id 2, an end-of-generation token) the greedy choice
+    # on any machine: it ends the answer at once; ignore_eos keeps going
     prompt = "<|im_start|>user\nSay yes<|im_end|>\n<|im_start|>assistant\n"
-    stopped = greedy(http, server.model, prompt, 200)
+    eos = {"2": 100}
+    stopped = greedy(http, server.model, prompt, 200, logit_bias=eos)
     assert stopped["choices"][0]["finish_reason"] == "stop"
-    assert stopped["usage"]["completion_tokens"] < 200
-    forced = greedy(http, server.model, prompt, 60, ignore_eos=True)
+    assert stopped["usage"]["completion_tokens"] < 200 and stopped["choices"][0]["text"] == ""
+    forced = greedy(http, server.model, prompt, 60, ignore_eos=True, logit_bias=eos)
     assert forced["choices"][0]["finish_reason"] == "length"
     assert forced["usage"]["completion_tokens"] == 60
 

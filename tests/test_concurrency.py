@@ -5,12 +5,11 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Iterator
 
 import httpx
 import pytest
 
-from tests.conftest import OutputReader, RunningServer, start_server, stop_server
+from tests.conftest import POOL, RunningServer
 
 PROMPTS = ["The capital of France is", "Two plus two is", "My favourite animal is", "The sky is",
            "Water boils at", "The first president was", "Python is a", "Once upon a time"]
@@ -57,12 +56,9 @@ HANG_GUARD = 60.0  # seconds: only ever reached by a server that hangs
 
 
 @pytest.fixture(scope="module")
-def lone_server() -> Iterator[RunningServer]:
+def lone_server() -> RunningServer:
     """One slot, so that /health's `kv_used` is the cache of the one request that used it."""
-    running = start_server("--ctx-size", "2048", "--parallel", "1")
-    OutputReader(running.process)
-    yield running
-    stop_server(running)
+    return POOL.get("--ctx-size", "2048", "--parallel", "1")
 
 
 def _wait_idle(server: RunningServer) -> dict:

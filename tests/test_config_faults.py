@@ -1,14 +1,15 @@
 """Faults of the config file: a syntax error or an unknown key stops start-up naming the line and the
 key; an edit made while the server runs applies at the model's next load and shows in `fireside
 models` at once, and a config broken mid-edit is never half-read; every write the project makes to
-the config replaces it at once. Real `fireside` processes, real HTTP, the real SmolLM2 GGUF."""
+the config replaces it at once. Real `fireside serve` processes, real HTTP, the real SmolLM2 GGUF; servers
+of their own, since the tests edit their config files under them. The commands that serve nothing
+(`models`, `rm`, a refused `serve`) run in this process (tests/cli_runner.py)."""
 
 from __future__ import annotations
 
 import errno
 import os
 import stat
-import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,8 +19,8 @@ import pytest
 
 from app import atomic_file
 from app.config import add_model, load_config, remove_model
+from tests.cli_runner import CliResult, run_cli
 from tests.conftest import (
-    FIRESIDE,
     OutputReader,
     RunningServer,
     default_model_path,
@@ -31,10 +32,9 @@ from tests.conftest import (
 MODEL = default_model_path()
 
 
-def fireside(*args: str, config_dir: Path) -> subprocess.CompletedProcess[str]:
-    """The `fireside` command with `config_dir` as its config folder."""
-    env = {**os.environ, "FIRESIDE_CONFIG_DIR": str(config_dir), "FIRESIDE_MODELS_DIR": str(config_dir / "models")}
-    return subprocess.run([str(FIRESIDE), *args], capture_output=True, text=True, timeout=120, env=env)
+def fireside(*args: str, config_dir: Path) -> CliResult:
+    """The `fireside` command with `config_dir` as its config folder, in this process."""
+    return run_cli(*args, env={"FIRESIDE_CONFIG_DIR": str(config_dir), "FIRESIDE_MODELS_DIR": str(config_dir / "models")})
 
 
 def model(model_id: str, *lines: str) -> str:
@@ -83,7 +83,7 @@ def live(tmp_path: Path) -> Iterator[tuple[RunningServer, OutputReader, Path]]:
     config = tmp_path / "config.toml"
     config.write_text(model("a", 'keep_alive = "0"', "[models.sampling]", "max_tokens = 3") + "\n" + model("b"))
     server = start_server("--config", str(config), "--parallel", "1", "--ctx-size", "512")
-    output = OutputReader(server.process)
+    output = server.output
     try:
         yield server, output, config
     finally:

@@ -70,12 +70,12 @@ def test_score_the_prompt(http, server):
 def test_prompt_scores_match_generation(http, server):
     """A prompt token's echoed logprob is what the model gives that token when it generates it."""
     generated = whole(http, COMPLETIONS, server.model, prompt=FRANCE, max_tokens=1, temperature=0, logprobs=1)
-    [token] = generated["choices"][0]["logprobs"]["tokens"]
-    assert token == " Paris"
+    [token] = generated["choices"][0]["logprobs"]["tokens"]  # which token is this machine's model's
+    assert token
     scored = whole(http, COMPLETIONS, server.model, check_schema=False, prompt=FRANCE + token, echo=True,
                    max_tokens=0, logprobs=1)
     logprobs = scored["choices"][0]["logprobs"]
-    assert logprobs["tokens"][-1] == " Paris"
+    assert logprobs["tokens"][-1] == token
     assert logprobs["token_logprobs"][-1] == pytest.approx(
         generated["choices"][0]["logprobs"]["token_logprobs"][0], abs=1e-3)
 
@@ -138,7 +138,7 @@ def test_echo_last_zero_and_whole_prompt(http, server):
 
 def test_echo_new_shape_first_token_is_null(http, server):
     answer = whole(http, COMPLETIONS, server.model, check_schema=False, prompt=FRANCE, echo=True, max_tokens=2,
-                   temperature=0, logprobs=True, top_logprobs=1)
+                   temperature=0, logprobs=True, top_logprobs=1, ignore_eos=True)  # 2 tokens on any machine
     _validate_echoed(answer)
     content = answer["choices"][0]["logprobs"]["content"]
     assert len(content) == 5 + 2
@@ -299,8 +299,8 @@ def test_chat_stream_token_ids_and_internal_content(http, server):
 
 
 def test_internal_content_alone(http, server):
-    chunks = stream(http, CHAT, server.model, messages=GREETING, max_tokens=4, temperature=0,
-                    stream_options={"include_internal_content": True})
+    chunks = stream(http, CHAT, server.model, messages=GREETING, max_tokens=4, temperature=0, ignore_eos=True,
+                    stream_options={"include_internal_content": True})  # 4 tokens, wherever the model would end
     ids = [token for choice in choice_chunks(chunks) for token in
            (choice["delta"].get("internal_content") or {}).get("token_id") or []]
     assert len(ids) == 4

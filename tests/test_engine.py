@@ -97,7 +97,8 @@ def test_n_choices_with_a_seed_are_reproducible_and_differ(http, server):
 
 @pytest.fixture
 def small_server():
-    """Two slots and a queue of one request: scheduling decisions become observable."""
+    """Two slots and a queue of one request: scheduling decisions become observable. Its own, for
+    each test: slot steering needs slots no other request has filled, and the queue test fills it."""
     running = start_server("--ctx-size", "512", "--parallel", "2", "--max-queue", "1")
     yield running
     stop_server(running)

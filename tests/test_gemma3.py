@@ -30,9 +30,8 @@ from tests.conftest import (
     GEMMA,
     GEMMA_BARE,
     GEMMA_TEMPLATE,
+    POOL,
     default_model_path,
-    start_server,
-    stop_server,
 )
 from tests.fireworks_shapes import (
     CHAT,
@@ -48,6 +47,7 @@ from tests.fireworks_shapes import (
     whole,
     without_echo_nulls,
 )
+from tests.grammar_support import longest_sentence
 
 SMOLLM2_VOCAB = VOCAB_SIZE  # 49,152
 GEMMA_VOCAB = 262_144
@@ -97,7 +97,7 @@ def test_the_vocabulary_is_gemmas(gemma_http):
 
 def test_greedy_completion_is_deterministic_and_uses_high_ids(sdk):
     first, second = (sdk.completions.create(model=GEMMA, prompt=COUNT, max_tokens=6, temperature=0,
-                                            extra_body={"return_token_ids": True,
+                                            extra_body={"return_token_ids": True, "ignore_eos": True,
                                                         "prompt_cache_isolation_key": uuid.uuid4().hex})
                      for _ in range(2))
     assert first.choices[0].text == second.choices[0].text
@@ -213,7 +213,9 @@ def test_echo_scores_the_prompt_after_its_bos(gemma_http):
 
 
 def _masked(http: httpx.Client, mode: str, **body) -> list[dict]:
-    return _content(whole(http, COMPLETIONS, GEMMA, prompt="Once upon a time", max_tokens=5, logprobs=True,
+    # COUNT: at each position the likeliest tokens are Gemma's digits, commas and spaces (ids past
+    # 236,000, by wide margins), so the masks hold ids past 16 bits whatever tokens are drawn
+    return _content(whole(http, COMPLETIONS, GEMMA, prompt=COUNT, max_tokens=5, logprobs=True,
                           sampling_mask=mode, **body))
 
 
@@ -301,23 +303,29 @@ def test_greedy_under_a_grammar_takes_the_best_allowed_token_without_the_whole_v
 
 
 def test_json_schema_answer_follows_the_schema(sdk):
+    # PERSON's grammar admits at most ~200 bytes (5 places of up to 21 whitespace characters, a name of
+    # 12 escaped characters): 256 tokens finish the object whatever whitespace the model picks
     answer = sdk.chat.completions.create(
-        model=GEMMA, messages=[{"role": "user", "content": "A person as JSON."}], max_tokens=48, temperature=0,
-        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}})
+        model=GEMMA, messages=[{"role": "user", "content": "A person as JSON."}], max_tokens=256, temperature=0,
+        response_format={"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON, "strict": True}},
+        extra_body={"raw_output": True})
     choice = answer.choices[0]
+    assert longest_sentence(choice.model_extra["raw_output"]["grammar"]) <= 256
     assert choice.finish_reason == "stop"
     jsonschema.validate(json.loads(choice.message.content), PERSON)
-    plain = sdk.completions.create(model=GEMMA, prompt="A person as JSON:", max_tokens=48, temperature=0,
+    plain = sdk.completions.create(model=GEMMA, prompt="A person as JSON:", max_tokens=256, temperature=0,
                                    extra_body={"response_format": {"type": "json_schema", "json_schema": PERSON}})
     jsonschema.validate(json.loads(plain.choices[0].text), PERSON)
 
 
 def test_user_gbnf_grammar(gemma_http):
     grammar = 'root ::= " " ("yes" | "no") ", " [0-9] [0-9]? " times."'
-    answer = whole(gemma_http, COMPLETIONS, GEMMA, prompt="Is water wet? Answer:", max_tokens=12, temperature=0,
+    # at most 15 characters: 16 tokens finish it however the model splits them
+    answer = whole(gemma_http, COMPLETIONS, GEMMA, prompt="Is water wet? Answer:", max_tokens=16, temperature=0,
                    raw_output=True, response_format={"type": "grammar", "grammar": grammar})
     choice = answer["choices"][0]
     assert re.fullmatch(r" (yes|no), [0-9][0-9]? times\.", choice["text"]), choice["text"]
+    assert longest_sentence(grammar) <= 16
     assert choice["finish_reason"] == "stop" and choice["raw_output"]["grammar"] == grammar
 
 
@@ -333,7 +341,8 @@ def test_stop_sequence_across_tokens(gemma_http):
     chunks = stream(gemma_http, COMPLETIONS, GEMMA, **body)
     assert stream_text(chunks) == " 6, 7,"
     assert [c["finish_reason"] for chunk in chunks for c in chunk["choices"] if c.get("finish_reason")] == ["stop"]
-    unmatched = whole(gemma_http, COMPLETIONS, GEMMA, prompt=COUNT, max_tokens=4, temperature=0, stop=["zebra"])
+    unmatched = whole(gemma_http, COMPLETIONS, GEMMA, prompt=COUNT, max_tokens=4, temperature=0, stop=["zebra"],
+                      ignore_eos=True)
     assert unmatched["choices"][0]["finish_reason"] == "length"
 
 
@@ -387,7 +396,12 @@ def test_without_a_template_the_fallback_end_marker_ends_the_answer(gemma_http):
     so it is a stop sequence of every chat request (else the model runs on into a turn of its own)."""
     choice = whole(gemma_http, CHAT, GEMMA_BARE, messages=QUESTION, max_tokens=16, temperature=0)["choices"][0]
     assert "<|im_end|>" not in choice["message"]["content"] and "<|im_start|>" not in choice["message"]["content"]
-    assert choice["finish_reason"] == "stop"
+    # whether this machine's model writes the marker within 16 tokens is its own: a grammar makes it
+    # write the marker and a turn after it, and the answer ends at the marker
+    turn = 'root ::= "Paris.<|im_end|>\n<|im_start|>user\nAnd Italy?<|im_end|>"'
+    forced = whole(gemma_http, CHAT, GEMMA_BARE, messages=QUESTION, max_tokens=64, temperature=0,
+                   response_format={"type": "grammar", "grammar": turn})["choices"][0]
+    assert (forced["message"]["content"], forced["finish_reason"]) == ("Paris.", "stop")
 
 
 # ---- both models from the config registry ---------------------------------------------------------------
@@ -418,12 +432,9 @@ def registry_server(gemma_path: Path, tmp_path_factory: pytest.TempPathFactory):
         "max_tokens = 5\n",
         encoding="utf-8",
     )
-    running = start_server("--config", str(config), "--ctx-size", "512", "--parallel", "2")
-    try:
-        with httpx.Client(base_url=running.base_url, timeout=120) as client:
-            yield client
-    finally:
-        stop_server(running)
+    running = POOL.get("--config", str(config), "--ctx-size", "512", "--parallel", "2")
+    with httpx.Client(base_url=running.base_url, timeout=120) as client:
+        yield client
 
 
 def test_registry_lists_both_models_and_serves_them_at_once(registry_server):

@@ -20,11 +20,11 @@ from backends.gpu_layers import (
     compute_buffer_bytes,
     gpu_bytes,
     layers_that_fit,
-    parse_gpu_layers_option,
     read_model_shape,
     resolve_gpu_layers,
 )
 from backends.registry import default_model_path
+from backends.settings import parse_gpu_layers_option
 
 CTX = 4096 * 4  # the engine's n_ctx: 4096 tokens per sequence, 4 slots
 

@@ -30,6 +30,7 @@ def test_quantized_caches_take_what_their_blocks_take(model_path):
 
 
 def test_a_q4_cache_serves_and_reports_its_size(model_path):
+    # its own server: the KV gauges must hold this one request's cache and nothing else
     server = start_server("--model", str(model_path), "--cache-type", "q4_0", "--ctx-size", "512", "--parallel", "2")
     try:
         answer = httpx.post(f"{server.v1}/completions", timeout=120, json={

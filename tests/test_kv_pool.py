@@ -10,7 +10,7 @@ import time
 import httpx
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import POOL
 
 LONG = " ".join(f"Line {i}: the keeper wrote the weather, the ships and the lamp's oil." for i in range(40))
 SMALL = {"prompt": "The lighthouse stood", "max_tokens": 12, "temperature": 0}
@@ -18,11 +18,7 @@ SMALL = {"prompt": "The lighthouse stood", "max_tokens": 12, "temperature": 0}
 
 @pytest.fixture(scope="module")
 def pooled():
-    server = start_server("--ctx-size", "256", "--parallel", "4")
-    try:
-        yield server
-    finally:
-        stop_server(server)
+    return POOL.get("--ctx-size", "256", "--parallel", "4")
 
 
 def _complete(server, body: dict) -> httpx.Response:
@@ -30,7 +26,7 @@ def _complete(server, body: dict) -> httpx.Response:
 
 
 def test_a_request_larger_than_a_slot_gets_the_pool(pooled, server):
-    body = {"prompt": LONG, "max_tokens": 40, "temperature": 0}
+    body = {"prompt": LONG, "max_tokens": 40, "temperature": 0, "ignore_eos": True}  # 40 tokens on any machine
     answer = _complete(pooled, body)
     assert answer.status_code == 200, answer.text
     usage = answer.json()["usage"]

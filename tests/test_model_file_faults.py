@@ -1,14 +1,14 @@
 """Faults of model files and memory, on real servers serving copies of the real GGUF files: a file
 truncated, deleted or replaced under a loaded model, or broken before a lazy load, is a 503 for
 that model alone (in each front door's error shape) and never takes the server down; a model
-larger than the memory budget or the free memory is refused before loading, with the numbers."""
+larger than the memory budget or the free memory is refused before loading, with the numbers.
+Servers of their own: the tests break their model files under them."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from backends.memory import FAKE_ENV, describe_bytes
+from tests.cli_runner import CliResult, run_cli
 from tests.conftest import (
-    FIRESIDE,
     OutputReader,
     RunningServer,
     default_model_path,
@@ -38,7 +38,7 @@ def copy_model(folder: Path, name: str, source: Path = MODEL) -> Path:
 
 def serving(*args: str) -> tuple[RunningServer, OutputReader]:
     server = start_server("--parallel", "1", "--ctx-size", "512", *args)
-    return server, OutputReader(server.process)  # the pipe never fills, and the log can be read
+    return server, server.output
 
 
 @pytest.fixture
@@ -202,10 +202,14 @@ def test_a_model_larger_than_the_memory_budget_is_refused_with_the_numbers(tmp_p
         stop_server(server)
 
 
-def refused_start(*args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run([str(FIRESIDE), "serve", "--port", str(free_port()), "--prompt-cache-disk", "0", *args],
-                            capture_output=True, text=True, timeout=120)
+def refused_start(*args: str) -> CliResult:
+    """`fireside serve ARGS` refused before it loads a model: one line and exit 1 (in this process:
+    the refusal comes from the memory estimate, before anything loads)."""
+    result = run_cli("serve", "--port", str(free_port()), "--prompt-cache-disk", "0", *args)
     assert result.returncode == 1, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fireside: "), result.stderr
+    assert "listening on" not in result.stdout
     return result
 
 

@@ -1,6 +1,7 @@
 """The model registry: models from the config file load on first use, unload after their
 keep-alive or to make room (least recently used first), and requests never fail because another
-model was being unloaded. Real servers on the real default model, each model id a copy in name."""
+model was being unloaded. Real servers on the real default model, each model id a copy in name;
+servers of their own, since loads and unloads are what the tests watch."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ from app.config import (
 from backends.engine import EngineOptions
 from backends.llama_model import ModelOptions
 from backends.registry import ModelRegistry, ModelSpec
-from tests.conftest import FIRESIDE, default_model_path, start_server, stop_server
+from tests.cli_runner import run_cli
+from tests.conftest import default_model_path, start_server, stop_server
 
 MODEL = default_model_path()
 
@@ -198,8 +200,11 @@ def test_config_sampling_defaults_apply_to_fields_left_out(config_dir: Path) -> 
     server = serve(config)
     try:
         with httpx.Client(base_url=server.base_url, timeout=60) as client:
-            defaulted = client.post("/v1/completions", json={"model": "greedy", "prompt": "The sky is"}).json()
-            explicit = complete(client, "greedy", prompt="The sky is", temperature=0, max_tokens=6).json()
+            # ignore_eos: the budget is spent whole on any machine (no sampling field, no default of its own)
+            defaulted = client.post("/v1/completions", json={"model": "greedy", "prompt": "The sky is",
+                                                             "ignore_eos": True}).json()
+            explicit = complete(client, "greedy", prompt="The sky is", temperature=0, max_tokens=6,
+                                ignore_eos=True).json()
             assert defaulted["usage"]["completion_tokens"] == 6  # not the endpoint's default of 16
             assert defaulted["choices"][0]["text"] == explicit["choices"][0]["text"]
             hot = [complete(client, "greedy", prompt="The sky is", temperature=2, max_tokens=6, seed=s).json()
@@ -221,15 +226,17 @@ def test_command_line_model_serves_beside_the_config(config_dir: Path) -> None:
 
 def test_a_bad_config_stops_start_up_with_the_place(config_dir: Path) -> None:
     config = write_config(config_dir, entry("a", gpu_layers='"lots"'))
-    result = subprocess.run([str(FIRESIDE), "serve", "--config", str(config), "--port", "1"],
-                            capture_output=True, text=True, timeout=60)
+    result = run_cli("serve", "--config", str(config), "--port", "1")
     assert result.returncode == 1
     assert "models[0].gpu_layers" in result.stderr and "auto" in result.stderr
+    assert result.stderr.startswith(f"fireside: {config}:4: ") and len(result.stderr.splitlines()) == 1
 
 
-def run_cli(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+def run_module(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """`python -m app.cli ARGS`: a real process on purpose, the smoke test of `fireside models` and
+    of the module's entry point (the other commands here run in-process)."""
     return subprocess.run([sys.executable, "-m", "app.cli", *args], capture_output=True, text=True, timeout=60,
-                          env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[1])
+                          env={**os.environ, **env}, cwd=Path(__file__).resolve().parents[1], check=False)
 
 
 def test_models_rm_and_config_path_commands(tmp_path: Path) -> None:
@@ -242,7 +249,7 @@ def test_models_rm_and_config_path_commands(tmp_path: Path) -> None:
     stray.write_bytes(b"GGUF")
     assert run_cli("config", "path", env=env).stdout.strip() == str(tmp_path / "config" / "config.toml")
     add_model({"id": "small", "file": downloaded, "aliases": ["s"]}, tmp_path / "config" / "config.toml")
-    listing = run_cli("models", "--port", "1", env=env)
+    listing = run_module("models", "--port", "1", env=env)
     assert listing.returncode == 0, listing.stderr
     assert "small" in listing.stdout and "org/repo/small.gguf" in listing.stdout
     assert "(not configured)" in listing.stdout and "stray.gguf" in listing.stdout
@@ -252,7 +259,8 @@ def test_models_rm_and_config_path_commands(tmp_path: Path) -> None:
     assert not downloaded.exists() and not (tmp_path / "models" / "org").exists()  # empty folders go too
     assert stray.exists()
     assert load_config(tmp_path / "config" / "config.toml").models == ()
-    assert run_cli("rm", "small", env=env).returncode == 1
+    again = run_cli("rm", "small", env=env)
+    assert again.returncode == 1 and again.stderr.startswith("fireside: no model 'small' in "), again.stderr
 
 
 def test_config_edits_keep_comments_and_parse_units(tmp_path: Path) -> None:

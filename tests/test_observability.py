@@ -1,7 +1,8 @@
 """Observability: `/metrics` after real requests, one log line per request, load progress lines.
 
-Two servers of their own (their output is read here): one plain, one with `--log-prompts`.
-Counters are compared before and after a scrape, so the checks hold whatever ran before.
+Two pooled servers (their output is read here): one plain, one with `--log-prompts`. Counters are
+compared before and after a scrape and log lines are looked for after a mark, so the checks hold
+whatever ran on them before.
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Iterator
 
 import httpx
 import pytest
@@ -17,26 +17,26 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from app.server.request_log import RequestRecord, error_message, format_line, truncate
 from backends.llama_model import LoadProgress
-from tests.conftest import OutputReader, RunningServer, start_server, stop_server
+from tests.conftest import POOL, TWO_SLOTS, OutputReader, RunningServer
 
 SECRET = "purple giraffes sing opera"  # prompt text that must not reach the log without --log-prompts
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
 
 
-@pytest.fixture(scope="module")
-def observed() -> Iterator[tuple[RunningServer, OutputReader]]:
-    running = start_server("--ctx-size", "512", "--parallel", "2")
-    reader = OutputReader(running.process)
-    yield running, reader
-    stop_server(running)
+# --log-prompts and one CORS origin: the same server as test_security_checks's
+LOG_PROMPTS = ("--ctx-size", "256", "--parallel", "1", "--log-prompts", "--cors-origin", "http://localhost:3000")
 
 
 @pytest.fixture(scope="module")
-def prompts_logged() -> Iterator[tuple[RunningServer, OutputReader]]:
-    running = start_server("--ctx-size", "512", "--parallel", "1", "--log-prompts")
-    reader = OutputReader(running.process)
-    yield running, reader
-    stop_server(running)
+def observed() -> tuple[RunningServer, OutputReader]:
+    running = POOL.get(*TWO_SLOTS)
+    return running, running.output
+
+
+@pytest.fixture(scope="module")
+def prompts_logged() -> tuple[RunningServer, OutputReader]:
+    running = POOL.get(*LOG_PROMPTS)
+    return running, running.output
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -75,10 +75,11 @@ def is_request_line(line: str) -> bool:
     return "request id=" in line
 
 
-def request_line(reader: OutputReader, **expected: str) -> dict[str, str]:
+def request_line(reader: OutputReader, since: int = 0, **expected: str) -> dict[str, str]:
+    """The first request line after `since` with the `expected` fields."""
     line = reader.wait_for(lambda text: is_request_line(text)
-                           and all(parse_line(text).get(k) == v for k, v in expected.items()))
-    assert line is not None, f"no request line with {expected} in:\n{reader.text()}"
+                           and all(parse_line(text).get(k) == v for k, v in expected.items()), since=since)
+    assert line is not None, f"no request line with {expected} in:\n{reader.text(since)}"
     return parse_line(line)
 
 
@@ -187,13 +188,15 @@ def test_one_line_per_request_without_prompt_text(observed):
     assert int(line["prompt_tokens"]) == usage["prompt_tokens"]
     assert int(line["completion_tokens"]) == usage["completion_tokens"]
     assert int(line["cached_tokens"]) == cached(usage)
-    assert float(line["ttft_ms"]) > 0 and float(line["total_ms"]) >= float(line["ttft_ms"])
+    # both times are there, the first token's within the whole (how long either took is the machine's)
+    assert 0 <= float(line["ttft_ms"]) <= float(line["total_ms"])
     assert line["user"] == "alice" and json.loads(line["metadata"]) == {"team": "blue team"}
     assert line["id"].startswith("req-")
     assert "prompt" not in line and "output" not in line
 
+    mark = reader.mark()
     streamed_completion(base, model, f"Why {SECRET}")
-    request_line(reader, route="/v1/completions", stream="true", status="200")
+    request_line(reader, mark, route="/v1/completions", stream="true", status="200")
     lines = [text for text in reader.text().splitlines() if is_request_line(text)]
     assert len([text for text in lines if body["id"] in text]) == 1  # exactly one line per request
     assert SECRET not in reader.text()
@@ -260,8 +263,9 @@ def test_log_prompts_includes_prompt_and_output(prompts_logged):
     line = request_line(reader, response_id=body["id"])
     assert SECRET in line["prompt"] and line["output"] == body["choices"][0]["text"]
 
+    mark = reader.mark()
     text, _ = streamed_completion(base, model, f"Because {SECRET}")
-    line = request_line(reader, route="/v1/completions", stream="true")
+    line = request_line(reader, mark, route="/v1/completions", stream="true")
     assert SECRET in line["prompt"] and line["output"] == text
 
     answer = chat(base, model, f"Do {SECRET}?")
@@ -308,9 +312,10 @@ def test_line_quoting_and_truncation():
 
 def test_an_embedding_request_is_logged_with_its_input(prompts_logged):
     server, reader = prompts_logged
+    mark = reader.mark()
     response = httpx.post(f"{server.v1}/embeddings", json={"model": server.model, "input": f"About {SECRET}"},
                           timeout=60)
     assert response.status_code == 200, response.text
-    line = request_line(reader, route="/v1/embeddings")
+    line = request_line(reader, mark, route="/v1/embeddings")
     assert SECRET in line["prompt"] and line["status"] == "200"
     assert int(line["prompt_tokens"]) == response.json()["usage"]["prompt_tokens"]

@@ -1,7 +1,7 @@
 """Ollama's API where it changes the server: `keep_alive` unloading, `/api/pull` from a local
 stand-in for the Hugging Face Hub (tests/test_pull.py's, no network), `/api/delete`, and `think`
 on SmolLM2 served with reasoning templates (Qwen3's switch, DeepSeek-R1's open `<think>`).
-One server of its own, with its own models and config folders."""
+One server of its own, with its own models and config folders: pulls, deletes and unloads change it."""
 
 from __future__ import annotations
 
@@ -15,17 +15,9 @@ import httpx
 import ollama
 import pytest
 
-from tests.conftest import (
-    FIXTURES,
-    OutputReader,
-    RunningServer,
-    start_server,
-    stop_server,
-)
+from tests.conftest import QWEN3, R1, RunningServer, start_server, stop_server
 from tests.test_pull import FakeHub, HubFile, HubHandler, gguf_bytes
 
-QWEN3 = FIXTURES / "Qwen-Qwen3-0.6B.jinja"
-R1 = FIXTURES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 ASK = [{"role": "user", "content": "Why is the sky blue?"}]
 GREEDY = {"temperature": 0, "num_predict": 8}
 TINY = gguf_bytes("ollama-tiny", 64 * 1024)
@@ -54,16 +46,11 @@ def ollama_server(hub, home, model_path) -> Iterator[RunningServer]:
     environment = {"HF_ENDPOINT": hub.url, "HF_HOME": str(home / "hf-home"), "HF_HUB_DISABLE_XET": "1",
                    "HF_HUB_DISABLE_TELEMETRY": "1", "HF_HUB_OFFLINE": "0",
                    "FIRESIDE_MODELS_DIR": str(home / "models"), "FIRESIDE_CONFIG_DIR": str(home / "config")}
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in environment.items():
-            patch.setenv(name, value)
-        for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE"):
-            patch.delenv(name, raising=False)
-        running = start_server("--model", str(model_path), "--alias", "tiny",
-                               "--model", str(model_path), "--alias", "qwen3", "--chat-template", str(QWEN3),
-                               "--model", str(model_path), "--alias", "r1", "--chat-template", str(R1),
-                               "--ctx-size", "512", "--parallel", "1")
-    OutputReader(running.process)
+    unset = dict.fromkeys(("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE"))
+    running = start_server("--model", str(model_path), "--alias", "tiny",
+                           "--model", str(model_path), "--alias", "qwen3", "--chat-template", str(QWEN3),
+                           "--model", str(model_path), "--alias", "r1", "--chat-template", str(R1),
+                           "--ctx-size", "512", "--parallel", "1", env={**environment, **unset})
     yield running
     stop_server(running)
 
@@ -105,11 +92,14 @@ def test_keep_alive_zero_unloads_and_an_empty_request_loads(client) -> None:
     answer = client.chat(model="tiny", messages=ASK, options=GREEDY, keep_alive=0)
     assert answer.done is True
     wait_until_unloaded(client, "tiny")
+    before = time.time()
     load = client.generate(model="tiny", prompt="", keep_alive="5m")
     assert (load.done, load.done_reason, load.response) == (True, "load", "")
     [running] = [model for model in client.ps().models if model.model == "tiny"]
-    left = running.expires_at.timestamp() - time.time()
-    assert 240 < left <= 300
+    after = time.time()
+    # 5 minutes after its last use, which was the load between `before` and `after` (however long the
+    # steps took on this machine); a second either side for the clocks' conversion and the rounding
+    assert before + 300 - 1 <= running.expires_at.timestamp() <= after + 300 + 1
     unload = client.chat(model="tiny", messages=[], keep_alive=0)
     assert (unload.done, unload.done_reason) == (True, "unload")
     assert "tiny" not in loaded(client)

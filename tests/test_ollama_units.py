@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 
 import pytest
 from litestar.testing import TestClient
@@ -117,9 +116,11 @@ def test_errors_under_api_are_in_ollamas_shape_even_from_the_key_guard() -> None
 
 
 def test_registry_keep_alive_unload_add_and_remove(tmp_path) -> None:
-    """What `keep_alive`, `/api/pull` and `/api/delete` ask of the registry, on the real model."""
+    """What `keep_alive`, `/api/pull` and `/api/delete` ask of the registry, on the real model. Its
+    clock stands still at `now`: expiry times are exact, whatever time the steps take."""
+    now = 1000.0
     registry = ModelRegistry([ModelSpec(default_model_path(), "a", eager=False)], ModelOptions(),
-                             EngineOptions(ctx_size=256, parallel=1))
+                             EngineOptions(ctx_size=256, parallel=1), clock=lambda: now)
 
     async def scenario() -> None:
         lease = await registry.acquire("a")
@@ -131,7 +132,7 @@ def test_registry_keep_alive_unload_add_and_remove(tmp_path) -> None:
         lease = await registry.acquire("a")  # loaded again: its own keep-alive (forever) is back
         assert registry.expires_at("a") is None
         registry.keep_alive("a", 300)
-        assert 299 < registry.expires_at("a") - time.monotonic() <= 300
+        assert registry.expires_at("a") == now + 300  # 300 s after its last use (its load, at `now`)
         lease.release()
         registry.add(ModelSpec(tmp_path / "b.gguf", "b", aliases=("hf.co/o/b:Q4",), eager=False))
         assert registry.knows("hf.co/o/b:Q4").id == "b"

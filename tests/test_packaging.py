@@ -76,7 +76,10 @@ def test_install_sh_is_valid_bash():
 @pytest.mark.skipif(shutil.which("shellcheck") is None,
                     reason="shellcheck is not installed (.ci/run installs it with apt-get)")
 def test_install_sh_is_shellcheck_clean():
-    subprocess.run(["shellcheck", str(INSTALL_SH)], check=True)
+    result = subprocess.run(["shellcheck", str(INSTALL_SH)], capture_output=True, text=True, timeout=60, check=False)
+    # shellcheck writes each finding it has (and nothing else): none, shown if there are any
+    assert (result.stdout, result.stderr) == ("", ""), result.stdout + result.stderr
+    assert result.returncode == 0
 
 
 def test_nvidia_smi_gives_the_cuda_build(tmp_path):
@@ -159,9 +162,15 @@ def test_install_ps1_builds_cuda_when_nvidia_smi_is_found_else_cpu():
 @pytest.mark.skipif(shutil.which("pwsh") is None,
                     reason="pwsh is not installed, and neither Debian, PyPI nor npm can install it here")
 def test_install_ps1_parses():
-    script = ("$e = $null; [System.Management.Automation.Language.Parser]::ParseFile("
-              f"'{PACKAGING / 'install.ps1'}', [ref]$null, [ref]$e) | Out-Null; exit $e.Count")
-    subprocess.run(["pwsh", "-NoProfile", "-Command", script], check=True)
+    # the parser's own report: how many errors, then each with its line, shown if there are any
+    script = ("$t = $null; $e = $null; [System.Management.Automation.Language.Parser]::ParseFile("
+              f"'{PACKAGING / 'install.ps1'}', [ref]$t, [ref]$e) | Out-Null; "
+              "Write-Output \"errors: $($e.Count)\"; "
+              "foreach ($x in $e) { Write-Output \"line $($x.Extent.StartLineNumber): $($x.Message)\" }")
+    result = subprocess.run(["pwsh", "-NoProfile", "-NonInteractive", "-Command", script], capture_output=True,
+                            text=True, timeout=120, check=False)
+    assert result.stdout.splitlines() == ["errors: 0"], result.stdout + result.stderr
+    assert result.returncode == 0, result.stderr
 
 
 def fake_fireside(home: Path) -> Path:

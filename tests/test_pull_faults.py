@@ -2,11 +2,16 @@
 stand-in for the Hugging Face Hub on loopback: killed while it downloads, a server that ignores
 Range, bytes left by an earlier pull that are not the file's, a disk too small for the file, and a
 write that fails for want of room. The download lives in `<file>.part` until its hash checks out;
-a part is kept for the next pull to continue from, never put under the final name nor registered."""
+a part is kept for the next pull to continue from, never put under the final name nor registered.
+
+The pull that is killed and the one under a file size limit are real `fireside pull` processes (the
+command's smoke tests too); the pulls that follow them, and the refusals, run in this process
+(tests/cli_runner.py)."""
 
 from __future__ import annotations
 
 import hashlib
+import importlib
 import resource
 import signal
 import subprocess
@@ -19,7 +24,9 @@ from pathlib import Path
 from typing import Self
 
 import pytest
+from huggingface_hub import constants as hf_constants
 
+from tests.cli_runner import CliResult, run_cli
 from tests.conftest import FIRESIDE
 from tests.test_pull import FakeHub, HubFile, HubHandler, gguf_bytes
 
@@ -96,12 +103,15 @@ def hub(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[StallingHub
     for name in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_CACHE", "HTTP_PROXY",
                  "HTTPS_PROXY", "http_proxy", "https_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
+    importlib.reload(hf_constants)  # huggingface_hub reads its environment at import: for the pulls in this process
     try:
         yield fake
     finally:
         fake.release.set()
         server.shutdown()
         server.server_close()
+        monkeypatch.undo()
+        importlib.reload(hf_constants)
 
 
 def final_path(tmp_path: Path) -> Path:
@@ -113,8 +123,14 @@ def part_path(tmp_path: Path) -> Path:
 
 
 def pull(preexec_fn: Callable[[], None] | None = None) -> subprocess.CompletedProcess[str]:
+    """A real `fireside pull` process: for what changes the process itself (`preexec_fn`)."""
     return subprocess.run([str(FIRESIDE), "pull", REPO], check=False, capture_output=True, text=True, timeout=180,
                           preexec_fn=preexec_fn)
+
+
+def pull_here() -> CliResult:
+    """`fireside pull` in this process."""
+    return run_cli("pull", REPO)
 
 
 def registered(tmp_path: Path) -> str:
@@ -126,7 +142,7 @@ def downloads(hub: StallingHub) -> list[dict[str, str]]:
     return hub.seen("GET", rf"^/cdn/{REPO}/{NAME}$")
 
 
-def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+def one_line_error(result: CliResult | subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
@@ -134,7 +150,7 @@ def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     return lines[-1]
 
 
-def assert_pulled_whole(tmp_path: Path, result: subprocess.CompletedProcess[str]) -> None:
+def assert_pulled_whole(tmp_path: Path, result: CliResult | subprocess.CompletedProcess[str]) -> None:
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert hashlib.sha256(final_path(tmp_path).read_bytes()).hexdigest() == hashlib.sha256(DATA).hexdigest()
     assert not part_path(tmp_path).exists()
@@ -142,7 +158,8 @@ def assert_pulled_whole(tmp_path: Path, result: subprocess.CompletedProcess[str]
 
 
 def kill_midway(tmp_path: Path) -> None:
-    """Start a pull, SIGKILL it once the part holds the STALL bytes the stand-in sent."""
+    """Start a pull, SIGKILL it once the part holds the STALL bytes the stand-in sent (a real
+    process: it is killed)."""
     part = part_path(tmp_path)
     process = subprocess.Popen([str(FIRESIDE), "pull", REPO], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
@@ -167,7 +184,7 @@ def test_a_pull_killed_midway_continues_from_its_part(hub, tmp_path, ignore_rang
     assert not final_path(tmp_path).exists() and registered(tmp_path) == ""
     hub.release.set()
     hub.ignore_range = ignore_range
-    assert_pulled_whole(tmp_path, pull())
+    assert_pulled_whole(tmp_path, pull_here())
     # It asked for the rest; a server that ignored that sent the whole file, which replaced the part.
     assert [get.get("range") for get in downloads(hub)] == [None, f"bytes={STALL}-"]
 
@@ -177,13 +194,13 @@ def test_a_part_that_is_not_the_files_fails_its_hash_and_the_pull_starts_over(hu
     part = part_path(tmp_path)
     part.parent.mkdir(parents=True)
     part.write_bytes(gguf_bytes("an older version of the file", STALL))  # the repo changed it since
-    assert_pulled_whole(tmp_path, pull())
+    assert_pulled_whole(tmp_path, pull_here())
     assert [get.get("range") for get in downloads(hub)] == [f"bytes={STALL}-", None]
 
 
 def test_a_file_bigger_than_the_free_space_is_refused_before_downloading(hub, tmp_path):
     hub.add(REPO, {NAME: HubFile(ListedAs(DATA, 1 << 60))})  # 1 EiB: more than any disk here
-    line = one_line_error(pull())
+    line = one_line_error(pull_here())
     folder = final_path(tmp_path).parent
     assert f"not enough space in {folder}: the download needs 1048576.0 TiB more" in line and " free" in line
     assert downloads(hub) == [] and not part_path(tmp_path).exists()
@@ -209,5 +226,5 @@ def test_a_write_refused_for_want_of_room_is_one_line_and_the_part_is_kept_for_t
     assert "kept" in line and "next pull continues" in line
     assert part_path(tmp_path).stat().st_size == LIMIT  # all that could be written, nothing torn
     assert not final_path(tmp_path).exists() and registered(tmp_path) == ""
-    assert_pulled_whole(tmp_path, pull())  # room again: it continues where the write failed
+    assert_pulled_whole(tmp_path, pull_here())  # room again: it continues where the write failed
     assert [get.get("range") for get in downloads(hub)] == [None, f"bytes={LIMIT}-"]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,11 @@ from templates.families import (
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 from templates.tool_calls import GENERIC as GENERIC_CALLS
 from templates.tool_calls import tool_syntax_for, tool_syntax_named
-from tests.conftest import FIRESIDE, FIXTURES
+from tests.cli_runner import CliResult, run_cli
+from tests.conftest import FIXTURES
 from tests.test_families import FIXTURE_FAMILIES
 from tests.test_tool_calls import CANONICAL, TOOLS
-from tests.vocab_gguf import write_vocab_gguf
+from tests.vocab_gguf import vocab_gguf
 
 OUTPUTS = Path(__file__).parent / "reasoning_outputs"
 WEATHER = {"city": "Paris", "days": 3, "unit": "celsius"}
@@ -304,9 +304,9 @@ def test_every_registered_family_still_wins_over_its_cues() -> None:
 
 # ----------------------------------------------------------------------------- `fireside template` with a vocabulary
 
-def _template(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(FIRESIDE), "template", *args], capture_output=True, text=True, timeout=120,
-                          check=False)
+def _template(*args: str) -> CliResult:
+    """`fireside template ARGS`, in this process (tests/cli_runner.py)."""
+    return run_cli("template", *args)
 
 
 @pytest.fixture(scope="module")
@@ -315,8 +315,8 @@ def lfm_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     jinja = folder / "lfm-instruct.jinja"
     jinja.write_text(LFM_INSTRUCT, encoding="utf-8")
     special = ["<|tool_call_start|>", "<|tool_call_end|>", "<|tool_list_start|>", "<|tool_list_end|>"]
-    gguf = write_vocab_gguf(folder / "lfm-instruct.gguf", special, LFM_INSTRUCT)
-    vocab = write_vocab_gguf(folder / "lfm-vocab.gguf", special)
+    gguf = vocab_gguf("lfm-instruct", special, LFM_INSTRUCT)
+    vocab = vocab_gguf("lfm-vocab", special)
     tools = folder / "tools.json"
     tools.write_text(json.dumps(TOOLS), encoding="utf-8")
     completion = folder / "completion.txt"
@@ -358,18 +358,15 @@ def test_vocab_needs_a_jinja_template(lfm_files: dict[str, Path]) -> None:
 
 @pytest.fixture(scope="module")
 def cue_server(tmp_path_factory: pytest.TempPathFactory, model_path: Path):
-    from tests.conftest import start_server, stop_server
+    from tests.conftest import POOL, TWO_SLOTS
 
     folder = tmp_path_factory.mktemp("cue-templates")
     kimi, lfm = folder / "kimi-k2-thinking.jinja", folder / "lfm-instruct.jinja"
     kimi.write_text(kimi_k2_thinking(), encoding="utf-8")
     lfm.write_text(LFM_INSTRUCT, encoding="utf-8")
-    server = start_server("--model", str(model_path), "--alias", "smol",
-                          "--model", str(model_path), "--alias", "kimi-thinking", "--chat-template", str(kimi),
-                          "--model", str(model_path), "--alias", "lfm-instruct", "--chat-template", str(lfm),
-                          "--ctx-size", "1024", "--parallel", "2")
-    yield server
-    stop_server(server)
+    return POOL.get("--model", str(model_path), "--alias", "smol",
+                    "--model", str(model_path), "--alias", "kimi-thinking", "--chat-template", str(kimi),
+                    "--model", str(model_path), "--alias", "lfm-instruct", "--chat-template", str(lfm), *TWO_SLOTS)
 
 
 def _chat(server: Any, model: str, **fields: Any) -> Any:
@@ -419,11 +416,31 @@ def test_cue_family_switches_reasoning_off_in_the_prompt(cue_server: Any) -> Non
     assert forced["content"] == "It is sunny."
 
 
+# Tools whose calls have a bounded length: enum and empty arguments, no other keys. With one call
+# (`parallel_tool_calls: false`) the grammar admits at most 8 places of up to 21 whitespace characters
+# each beside some 80 fixed ones (244 bytes), so 300 tokens finish the call whatever whitespace the
+# model picks (the model's own choice of indentation differs between CPUs).
+BOUNDED_TOOLS = [
+    {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"enum": ["Rome", "Paris"]}}, "required": ["city"],
+        "additionalProperties": False}}},
+    {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {}, "additionalProperties": False}}},
+]
+
+
 def test_template_without_call_markup_gets_calls_back(cue_server: Any) -> None:
-    response = _chat(cue_server, "lfm-instruct", tools=TOOLS, tool_choice="required")
+    from tests.grammar_support import longest_sentence
+
+    response = _chat(cue_server, "lfm-instruct", tools=BOUNDED_TOOLS, tool_choice="required",
+                     parallel_tool_calls=False, max_tokens=300, raw_output=True)
     assert response.status_code == 200, response.text
-    message = response.json()["choices"][0]["message"]
-    assert [c["function"]["name"] for c in message["tool_calls"]] in (["get_weather"], ["get_time"])
+    choice = response.json()["choices"][0]
+    message = choice["message"]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 300  # the budget holds any call it allows
+    assert choice["finish_reason"] == "tool_calls", choice
+    calls = [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]]
+    assert calls in ([("get_weather", {"city": "Rome"})], [("get_weather", {"city": "Paris"})], [("get_time", {})]), calls
     assert not message.get("content")
 
 

@@ -15,7 +15,7 @@ import json
 import httpx
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import POOL, TWO_SLOTS, start_server, stop_server
 from tests.load import (
     HOSTILE_PATHS,
     cpu_neighbours,
@@ -23,6 +23,7 @@ from tests.load import (
     greedy_answer,
     rss_bytes,
     run_load,
+    scenarios,
     wait_settled,
 )
 from tests.test_hostile_front_doors import HOSTILE
@@ -33,11 +34,7 @@ MEMORY_BOUND = 200 << 20  # growth over a run; the model and its KV cache are in
 
 @pytest.fixture(scope="module")
 def loaded():
-    server = start_server("--parallel", "2", "--ctx-size", "1024", "--max-queue", "64")
-    try:
-        yield server
-    finally:
-        stop_server(server)
+    return POOL.get(*TWO_SLOTS)  # --max-queue 64, the default
 
 
 def _check_settled(server, before: str) -> None:
@@ -49,10 +46,12 @@ def _check_settled(server, before: str) -> None:
 
 def test_mixed_load_with_clients_leaving_at_every_stage(loaded):
     before = greedy_answer(loaded.base_url, loaded.model)
-    asyncio.run(run_load(loaded.base_url, loaded.model, requests=8, clients=4, seed=1))  # warm every path
+    kinds = len(scenarios(loaded.model))
+    asyncio.run(run_load(loaded.base_url, loaded.model, requests=kinds, clients=4, seed=1, cover=True))  # warm each path
     _check_settled(loaded, before)
     memory = rss_bytes(loaded.process.pid)
-    report = asyncio.run(run_load(loaded.base_url, loaded.model, requests=36, clients=12, seed=2))
+    # every scenario twice, every way of leaving four times or more
+    report = asyncio.run(run_load(loaded.base_url, loaded.model, requests=2 * kinds, clients=8, seed=2, cover=True))
     assert report.abandoned >= 6, report.describe()
     assert report.client_failures == [], report.describe()
     assert set(report.statuses) == {200}, report.describe()
@@ -62,12 +61,12 @@ def test_mixed_load_with_clients_leaving_at_every_stage(loaded):
 
 def test_beside_cpu_hungry_neighbours_leavers_hold_no_queue_place():
     # 8 clients, one request each at a time: the live requests never exceed --max-queue 8, so a
-    # 429 could only come from a request whose client had gone
+    # 429 could only come from a request whose client had gone. Its own server: it is starved.
     server = start_server("--parallel", "2", "--ctx-size", "1024", "--max-queue", "8")
     try:
         before = greedy_answer(server.base_url, server.model)
         with cpu_neighbours(2):
-            report = asyncio.run(run_load(server.base_url, server.model, requests=28, clients=8, seed=3,
+            report = asyncio.run(run_load(server.base_url, server.model, requests=15, clients=8, seed=3, cover=True,
                                           only=("chat", "chat stream", "anthropic stream", "completion n=2")))
         assert report.abandoned >= 4, report.describe()
         assert report.client_failures == [], report.describe()

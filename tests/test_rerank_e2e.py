@@ -8,13 +8,16 @@ scores checked against the independent numpy reference."""
 
 from __future__ import annotations
 
+import json
 import math
+import uuid
 
 import httpx
 import pytest
 
-from tests.conftest import FIXTURES, start_server, stop_server
+from tests.conftest import FIXTURES, POOL, TWO_SLOTS
 from tests.embedding_model import cross_encoder_gguf, reference_class_scores, reference_pair_tokens
+from tests.test_observability import LOG_PROMPTS, request_line
 
 DOCUMENTS = ["Paris is the capital and largest city of France.", "Bananas are yellow fruit rich in potassium.",
              "The Eiffel Tower stands in Paris, France.", "Berlin is the capital of Germany."]
@@ -23,11 +26,8 @@ QUERY = "What is the capital of France?"
 
 @pytest.fixture(scope="module")
 def rerank_server(model_path, gemma_path):
-    server = start_server("--model", str(model_path), "--alias", "smol", "--model", str(gemma_path), "--alias",
-                          "gemma", "--chat-template", str(FIXTURES / "google-gemma-2-2b-it.jinja"),
-                          "--ctx-size", "1024", "--parallel", "2")
-    yield server
-    stop_server(server)
+    return POOL.get("--model", str(model_path), "--alias", "smol", "--model", str(gemma_path), "--alias",
+                    "gemma", "--chat-template", str(FIXTURES / "google-gemma-2-2b-it.jinja"), *TWO_SLOTS)
 
 
 def rerank(server, **body) -> httpx.Response:
@@ -61,29 +61,36 @@ def test_top_n_and_return_documents(rerank_server) -> None:
     assert cut[0]["relevance_score"] >= cut[1]["relevance_score"] >= sorted(scores.values())[1] - 0.01
 
 
-def test_the_score_is_the_model_s_yes_against_no(rerank_server) -> None:
-    """Cross-checked through /v1/completions: the same judging prompt, rendered by the chat
-    endpoint (raw_output), scored with echo and logprobs."""
-    body = rerank(rerank_server, model="smol", documents=DOCUMENTS[:1]).json()
-    messages = [{"role": "system", "content": ('Judge whether the Document meets the requirements based on the '
-                                               'Query and the Instruct provided. Note that the answer can only be '
-                                               '"yes" or "no".')},
-                {"role": "user", "content": "<Instruct>: Given a web search query, retrieve relevant passages that "
-                                            f"answer the query\n<Query>: {QUERY}\n<Document>: {DOCUMENTS[0]}"}]
-    chat = httpx.post(f"{rerank_server.v1}/chat/completions", json={
-        "model": "smol", "messages": messages, "max_tokens": 1, "raw_output": True}, timeout=60).json()
-    prompt_ids = chat["choices"][0]["raw_output"]["prompt_token_ids"]
-    logprob = {}
-    for word in ("yes", "no"):
-        word_id = httpx.post(f"{rerank_server.base_url}/v1/completions", json={
-            "model": "smol", "prompt": word, "max_tokens": 0, "echo": True, "return_token_ids": True},
-            timeout=60).json()["choices"][0]["prompt_token_ids"]
-        scored = httpx.post(f"{rerank_server.v1}/completions", json={
-            "model": "smol", "prompt": [*prompt_ids, *word_id], "max_tokens": 0, "echo": True, "logprobs": 1},
-            timeout=60).json()
-        logprob[word] = scored["choices"][0]["logprobs"]["token_logprobs"][-1]
-    expected = math.exp(logprob["yes"]) / (math.exp(logprob["yes"]) + math.exp(logprob["no"]))
-    assert abs(body["data"][0]["relevance_score"] - expected) < 0.01
+def test_the_score_is_the_model_s_yes_against_no() -> None:
+    """The score is P(yes) / (P(yes) + P(no)) at the answer's first position, whatever the judging
+    prompt says. The oracle: the prompts the ranking read, as the server's `--log-prompts` line
+    shows them (its prompt with each answer), scored again through /v1/completions (echo and
+    logprobs): the same model, another path, no prompt text written here."""
+    server = POOL.get(*LOG_PROMPTS)  # SmolLM2, its prompts logged (the pooled server of the log tests)
+    request_id = f"rerank-oracle-{uuid.uuid4().hex[:12]}"
+    mark = server.output.mark()
+    response = httpx.post(f"{server.v1}/rerank", json={"model": server.model, "query": QUERY, "documents": DOCUMENTS[:1]},
+                          headers={"X-Request-Id": request_id}, timeout=120)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    prompts = json.loads(request_line(server.output, mark, id=request_id)["prompt"])
+    assert len(prompts) == 2, prompts  # one document: its prompt followed by each answer
+    logprob, stems = {}, set()
+    for prompt in prompts:
+        scored = httpx.post(f"{server.v1}/completions", json={
+            "model": server.model, "prompt": prompt, "max_tokens": 0, "echo": True, "logprobs": 1,
+            "return_token_ids": True}, timeout=60).json()["choices"][0]
+        assert len(scored["prompt_token_ids"]) == body["usage"]["prompt_tokens"]  # the tokens the ranking read
+        answer = scored["logprobs"]["tokens"][-1]
+        logprob[answer] = scored["logprobs"]["token_logprobs"][-1]
+        stems.add(prompt.removesuffix(answer))
+    assert set(logprob) == {"yes", "no"} and len(stems) == 1  # one prompt, each answer after it
+    [stem] = stems
+    assert QUERY in stem and DOCUMENTS[0] in stem
+    # compared as log-odds: the ranking's batch and the completion's evaluate the same tokens in
+    # other shapes, so their logits differ by float rounding (0.06 nats measured on two cores)
+    score = body["data"][0]["relevance_score"]
+    assert abs(math.log(score / (1 - score)) - (logprob["yes"] - logprob["no"])) < 0.2
 
 
 @pytest.mark.parametrize(("body", "status", "param"), [
@@ -112,11 +119,9 @@ PAIR_QUERY = "Where is the Eiffel Tower?"
 
 @pytest.fixture(scope="module")
 def cross_encoder_server():
-    server = start_server("--model", str(cross_encoder_gguf()), "--alias", "cross",
-                          "--model", str(cross_encoder_gguf(("no", "yes"))), "--alias", "cross-yes-no",
-                          "--ctx-size", "512", "--parallel", "1")
-    yield server
-    stop_server(server)
+    return POOL.get("--model", str(cross_encoder_gguf()), "--alias", "cross",
+                    "--model", str(cross_encoder_gguf(("no", "yes"))), "--alias", "cross-yes-no",
+                    "--ctx-size", "512", "--parallel", "1")
 
 
 def _sigmoid(x: float) -> float:

@@ -9,9 +9,16 @@ import openai
 import pytest
 from pydantic import BaseModel
 
+# The city's length bounded, so that a forced call is at most 359 bytes (its grammar's
+# `longest_sentence`) and ends within CALL_BUDGET whatever whitespace and name the model picks (its
+# choices differ between CPUs; unbounded, a call took 34 of 40 tokens here).
 WEATHER = {"type": "function", "name": "get_weather", "description": "The weather in a city",
-           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"],
-                          "additionalProperties": False}, "strict": True}
+           "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}},
+                          "required": ["city"], "additionalProperties": False}, "strict": True}
+CALL_BUDGET = 384
+# A request for a long answer: no greedy path ends it within 6 tokens (a short one, "Say hello.", may
+# end sooner on some CPU), so the answers below are cut at max_output_tokens on any machine.
+LONG = "Tell me a long story about a dragon."
 RESPONSE_KEYS = {
     "id", "object", "created_at", "status", "background", "completed_at", "error", "incomplete_details",
     "instructions", "max_output_tokens", "max_tool_calls", "model", "output", "parallel_tool_calls",
@@ -30,7 +37,7 @@ def create(server, **fields) -> httpx.Response:
 
 
 def test_a_string_input_gets_a_response_cut_at_max_output_tokens(server, openai_client) -> None:
-    body = create(server, input="Say hello.", max_output_tokens=6, metadata={"run": "1"}).json()
+    body = create(server, input=LONG, max_output_tokens=6, metadata={"run": "1"}).json()
     assert set(body) == RESPONSE_KEYS
     assert body["id"].startswith("resp_") and body["object"] == "response" and body["model"] == server.model
     assert (body["status"], body["incomplete_details"], body["completed_at"]) == \
@@ -48,7 +55,7 @@ def test_a_string_input_gets_a_response_cut_at_max_output_tokens(server, openai_
     assert body["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
     assert (body["tool_choice"], body["tools"], body["parallel_tool_calls"]) == ("auto", [], True)
     # the SDK reads the same answer, and its output_text helper works
-    sdk = openai_client.responses.create(model=server.model, input="Say hello.", max_output_tokens=6, temperature=0)
+    sdk = openai_client.responses.create(model=server.model, input=LONG, max_output_tokens=6, temperature=0)
     assert sdk.output_text == part["text"] and sdk.status == "incomplete"
 
 
@@ -90,7 +97,7 @@ def _events(server, **fields) -> list[tuple[str, dict]]:
 
 
 def test_a_stream_has_the_events_in_order_and_ends_as_the_whole_answer(server, openai_client) -> None:
-    events = _events(server, input="Say hello.", max_output_tokens=6)
+    events = _events(server, input=LONG, max_output_tokens=6)
     names = [name for name, _ in events]
     deltas = names.count("response.output_text.delta")
     assert deltas >= 1 and names == [
@@ -110,14 +117,14 @@ def test_a_stream_has_the_events_in_order_and_ends_as_the_whole_answer(server, o
     final = events[-1][1]["response"]
     assert final["id"] == created["id"] and final["status"] == "incomplete"
     assert final["output"] == [events[-2][1]["item"]] and final["output"][0]["content"][0]["text"] == text
-    whole = openai_client.responses.create(model=server.model, input="Say hello.", max_output_tokens=6, temperature=0)
+    whole = openai_client.responses.create(model=server.model, input=LONG, max_output_tokens=6, temperature=0)
     assert whole.output_text == text
     stored = openai_client.responses.retrieve(final["id"])  # kept before the stream ended
     assert stored.status == "incomplete" and stored.output_text == text
 
 
 def test_output_text_logprobs_whole_and_streamed(server) -> None:
-    fields = {"input": "Say hello.", "max_output_tokens": 5, "include": ["message.output_text.logprobs"],
+    fields = {"input": LONG, "max_output_tokens": 5, "include": ["message.output_text.logprobs"],
               "top_logprobs": 2}
     body = create(server, **fields).json()
     assert body["top_logprobs"] == 2
@@ -141,14 +148,15 @@ def test_output_text_logprobs_whole_and_streamed(server) -> None:
 
 
 def test_the_sdk_stream_helper_and_parse_with_a_pydantic_model(server, openai_client) -> None:
+    # a Verdict is at most 76 bytes as JSON: 96 tokens end it whatever whitespace the model picks
     with openai_client.responses.stream(model=server.model, input="Is water wet? Answer in JSON.", text_format=Verdict,
-                                        temperature=0, max_output_tokens=30) as stream:
+                                        temperature=0, max_output_tokens=96) as stream:
         names = [event.type for event in stream]
         final = stream.get_final_response()
     assert names[0] == "response.created" and names[-1] == "response.completed"
     assert isinstance(final.output_parsed, Verdict)
     parsed = openai_client.responses.parse(model=server.model, input="Is water wet? Answer in JSON.",
-                                           text_format=Verdict, temperature=0, max_output_tokens=30)
+                                           text_format=Verdict, temperature=0, max_output_tokens=96)
     assert parsed.status == "completed" and parsed.output_parsed == final.output_parsed
     assert parsed.text.format.type == "json_schema" and parsed.text.format.name == "Verdict"
 
@@ -156,7 +164,7 @@ def test_the_sdk_stream_helper_and_parse_with_a_pydantic_model(server, openai_cl
 def test_a_function_call_round_trip(server, openai_client) -> None:
     first = openai_client.responses.create(model=server.model, input="What is the weather in Paris?",
                                            tools=[WEATHER], tool_choice={"type": "function", "name": "get_weather"},
-                                           temperature=0, max_output_tokens=40)
+                                           temperature=0, max_output_tokens=CALL_BUDGET)
     assert first.status == "completed" and [item.type for item in first.output] == ["function_call"]
     call = first.output[0]
     assert call.name == "get_weather" and call.status == "completed"
@@ -170,7 +178,7 @@ def test_a_function_call_round_trip(server, openai_client) -> None:
 
 
 def test_a_streamed_function_call(server) -> None:
-    events = _events(server, input="What is the weather in Paris?", tools=[WEATHER], max_output_tokens=40,
+    events = _events(server, input="What is the weather in Paris?", tools=[WEATHER], max_output_tokens=CALL_BUDGET,
                      tool_choice="required", parallel_tool_calls=False)
     names = [name for name, _ in events]
     deltas = names.count("response.function_call_arguments.delta")

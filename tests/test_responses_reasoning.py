@@ -3,7 +3,7 @@
 The default model is served with DeepSeek-R1's template (its generation prompt opens `<think>`,
 which the tiny model never closes: all it writes is reasoning) and with Qwen3's (which renders
 an assistant message's reasoning in the current turn: what a sent-back reasoning item becomes).
-One server for the module, on a data folder of its own; the restart test comes last."""
+One server of its own for the module, on a data folder of its own: the last test restarts it."""
 
 from __future__ import annotations
 
@@ -16,11 +16,9 @@ import httpx
 import openai
 import pytest
 
-from tests.conftest import FIXTURES, RunningServer, start_server, stop_server
+from tests.conftest import QWEN3, R1, RunningServer, start_server, stop_server
 from tests.test_responses_e2e import WEATHER
 
-QWEN3 = FIXTURES / "Qwen-Qwen3-0.6B.jinja"
-R1 = FIXTURES / "deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja"
 ASK = "Why is the sky blue?"
 CALL = {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": '{"city": "Paris"}'}
 RESULT = {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"}
@@ -36,9 +34,7 @@ class Served:
         return openai.OpenAI(base_url=self.server.v1, api_key="unused", max_retries=0)
 
     def start(self) -> None:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setenv("FIRESIDE_DATA_DIR", str(self.data_dir))
-            self.server = start_server(*self.args)
+        self.server = start_server(*self.args, env={"FIRESIDE_DATA_DIR": str(self.data_dir)})
 
     def restart(self) -> None:
         stop_server(self.server)

@@ -1,12 +1,13 @@
 """One model split over machines with llama.cpp's RPC backend, on loopback: `fireside worker`
 processes (a CPU device each) and `fireside serve --rpc` using them. Real workers, a real server,
 the real SmolLM2 GGUF; the network is loopback, the protocol and the failure paths are the real ones.
+The refusals that need no worker run in this process (tests/cli_runner.py).
 """
 
 from __future__ import annotations
 
 import json
-import re
+import os
 import shutil
 import signal
 import subprocess
@@ -21,8 +22,11 @@ import pytest
 
 from app.config import ConfigError, load_config
 from backends import rpc
+from tests.cli_runner import run_cli
 from tests.conftest import (
     FIRESIDE,
+    POOL,
+    TWO_SLOTS,
     OutputReader,
     RunningServer,
     free_port,
@@ -35,6 +39,8 @@ if not rpc.supported():
     pytest.fail("this llama-cpp-python has no RPC backend: install it with the README's test command "
                 "(CMAKE_ARGS=\"-DGGML_RPC=ON\")", pytrace=False)
 
+# iproute2, for the private-address test's network namespace (often outside a user's PATH)
+IP = shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip") if os.path.exists(p)), None)
 PROMPTS = [
     "Write a short poem about a lighthouse.",
     "List three uses of copper.",
@@ -56,10 +62,14 @@ class Worker:
         return self.output.text().rstrip().endswith("Accepted client connection")
 
 
-def start_worker(port: int | None = None, *args: str, host: str = "127.0.0.1") -> Worker:
+def start_worker(port: int | None = None, *args: str, host: str = "127.0.0.1", netns: str | None = None) -> Worker:
+    """A real `fireside worker` process: it serves until stopped, then ends with `os._exit`. With
+    `netns`, it runs in that network namespace (`ip netns exec`, which becomes the worker)."""
     port = port or free_port()
-    process = subprocess.Popen([str(FIRESIDE), "worker", "--host", host, "--port", str(port), "--threads", "1", *args],
-                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    command = [str(FIRESIDE), "worker", "--host", host, "--port", str(port), "--threads", "1", *args]
+    if netns is not None:
+        command = [IP, "netns", "exec", netns, *command]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     worker = Worker(port, process, OutputReader(process))
     try:
         wait_listening(rpc.Endpoint(host, port), process)
@@ -112,17 +122,15 @@ def two_workers() -> Iterator[list[Worker]]:
 
 @pytest.fixture(scope="module")
 def split_server(two_workers: list[Worker]) -> Iterator[tuple[RunningServer, OutputReader]]:
-    server = start_server("--rpc", ",".join(w.endpoint for w in two_workers), "--tensor-split", "1,1",
-                          "--parallel", "2", "--ctx-size", "512")
-    yield server, OutputReader(server.process)
+    """Its own: its workers live only as long as this module."""
+    server = start_server("--rpc", ",".join(w.endpoint for w in two_workers), "--tensor-split", "1,1", *TWO_SLOTS)
+    yield server, server.output
     stop_server(server)
 
 
 @pytest.fixture(scope="module")
-def local_server() -> Iterator[RunningServer]:
-    server = start_server("--parallel", "2", "--ctx-size", "512")
-    yield server
-    stop_server(server)
+def local_server() -> RunningServer:
+    return POOL.get(*TWO_SLOTS)  # the same flags as split_server, without the workers
 
 
 def test_a_model_split_over_two_workers_answers_token_for_token_as_served_locally(
@@ -164,8 +172,7 @@ def test_the_start_line_says_where_the_layers_are(split_server, two_workers: lis
 
 def test_a_worker_that_is_not_there_at_start_up_is_one_line():
     port = free_port()
-    result = subprocess.run([str(FIRESIDE), "serve", "--port", str(free_port()), "--rpc", f"127.0.0.1:{port}",
-                             "--prompt-cache-disk", "0"], capture_output=True, text=True, timeout=120, check=False)
+    result = run_cli("serve", "--port", str(free_port()), "--rpc", f"127.0.0.1:{port}", "--prompt-cache-disk", "0")
     assert result.returncode == 1, result
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
@@ -175,8 +182,7 @@ def test_a_worker_that_is_not_there_at_start_up_is_one_line():
 def test_a_worker_that_dies_mid_request_fails_it_with_503_and_the_model_comes_back_with_it(
         local_server: RunningServer):
     worker = start_worker()
-    server = start_server("--rpc", worker.endpoint, "--parallel", "2", "--ctx-size", "512")
-    OutputReader(server.process)  # its request log must not fill the pipe
+    server = start_server("--rpc", worker.endpoint, *TWO_SLOTS)  # its own: its worker is killed
     try:
         expected = token_ids(greedy_chat(local_server, PROMPTS[0]))
         assert token_ids(greedy_chat(server, PROMPTS[0])) == expected
@@ -230,11 +236,11 @@ def stream_until_killed(server: RunningServer, worker: Worker) -> list[dict]:
 
 def test_the_worker_listens_on_loopback_and_refuses_a_public_address_without_insecure():
     for host in ("8.8.8.8", "0.0.0.0"):
-        result = subprocess.run([str(FIRESIDE), "worker", "--host", host, "--port", str(free_port())],
-                                capture_output=True, text=True, timeout=60, check=False)
+        result = run_cli("worker", "--host", host, "--port", str(free_port()))
         assert result.returncode == 2, result
         assert f"refusing to listen on {host}" in result.stderr and "no authentication" in result.stderr
         assert "--insecure" in result.stderr and "SSH tunnel" in result.stderr
+        assert result.stderr.startswith("fireside: ") and len(result.stderr.splitlines()) == 1
 
 
 @pytest.mark.parametrize(("host", "reach"), [
@@ -246,29 +252,65 @@ def test_how_far_a_worker_address_reaches(host: str, reach: str):
     assert rpc.exposure(host) == reach
 
 
-def private_address() -> str | None:
-    """A non-loopback, non-public IPv4 address of this machine (from iproute2), if it has one."""
-    if shutil.which("ip") is None:
-        return None
-    listed = subprocess.run(["ip", "-4", "-o", "addr", "show", "scope", "global"], capture_output=True, text=True,
-                            check=False).stdout
-    for address in re.findall(r"inet (\d+\.\d+\.\d+\.\d+)/", listed):
-        if rpc.exposure(address) == "private":
-            return address
-    return None
+def _ip(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([IP, *args], capture_output=True, text=True, timeout=30, check=False)
+
+
+def _free_subnet() -> str:
+    """A 10.77.N /24 that no route of this machine covers but the default one (N from this
+    process's id, so that concurrent runs take different ones)."""
+    start = os.getpid() % 200
+    for n in (20 + (start + i) % 230 for i in range(230)):
+        routes = _ip("-4", "route", "show", "to", "match", f"10.77.{n}.2").stdout.splitlines()
+        if all(line.startswith("default") for line in routes):
+            return f"10.77.{n}"
+    raise RuntimeError("no free 10.77.N.0/24 subnet on this machine")
+
+
+@contextmanager
+def private_network() -> Iterator[tuple[str, str]]:
+    """A network namespace of its own whose one interface has a private IPv4 address: (namespace,
+    address). A veth pair joins it to this namespace (`.1` here, `.2` there), so the worker there
+    answers this process; nothing leaves the machine. Removed afterwards, even on failure. Skips
+    where namespaces cannot be made (not root, no iproute2), saying why."""
+    if IP is None:
+        pytest.skip("no iproute2 `ip` here: the test makes a network namespace with it")
+    if os.geteuid() != 0:
+        pytest.skip("not root: making a network namespace (ip netns add) needs root")
+    pid = os.getpid()
+    namespace, here, there = f"fireside-test-{pid}", f"fsh{pid}", f"fsn{pid}"
+    made = _ip("netns", "add", namespace)
+    if made.returncode != 0:
+        pytest.skip(f"this machine cannot make a network namespace: ip netns add: {made.stderr.strip()}")
+    try:
+        subnet = _free_subnet()
+        steps = [("link", "add", here, "type", "veth", "peer", "name", there),
+                 ("link", "set", there, "netns", namespace),
+                 ("addr", "add", f"{subnet}.1/24", "dev", here),
+                 ("link", "set", here, "up"),
+                 ("netns", "exec", namespace, IP, "addr", "add", f"{subnet}.2/24", "dev", there),
+                 ("netns", "exec", namespace, IP, "link", "set", there, "up"),
+                 ("netns", "exec", namespace, IP, "link", "set", "lo", "up")]
+        for step in steps:
+            done = _ip(*step)
+            assert done.returncode == 0, f"ip {' '.join(step)}: {done.stderr}"
+        yield namespace, f"{subnet}.2"
+    finally:
+        _ip("link", "del", here)  # both ends of the pair (absent if it was never made)
+        _ip("netns", "del", namespace)
 
 
 def test_a_worker_on_a_private_address_warns_and_names_the_risk():
-    address = private_address()
-    if address is None:
-        pytest.skip("this machine has no private (non-loopback) IPv4 address to listen on")
-    worker = start_worker(None, host=address)
-    try:
-        warning = worker.output.wait_for(lambda line: line.startswith("fireside: warning:"))
-        assert warning is not None and f"{address}:{worker.port}" in warning
-        assert "no authentication" in warning and "SSH tunnel" in warning
-    finally:
-        stop_process(worker.process, timeout=5)
+    with private_network() as (namespace, address):
+        assert rpc.exposure(address) == "private"
+        worker = start_worker(None, host=address, netns=namespace)
+        try:
+            rpc.hello(rpc.Endpoint(address, worker.port), timeout=5)  # it listens there, reached from here
+            warning = worker.output.wait_for(lambda line: line.startswith("fireside: warning:"))
+            assert warning is not None and f"{address}:{worker.port}" in warning
+            assert "no authentication" in warning and "SSH tunnel" in warning
+        finally:
+            stop_process(worker.process, timeout=5)
 
 
 def test_a_worker_on_loopback_does_not_warn_and_keeps_its_cache_where_told(tmp_path):
@@ -283,6 +325,8 @@ def test_a_worker_on_loopback_does_not_warn_and_keeps_its_cache_where_told(tmp_p
 
 
 def test_doctor_says_the_build_has_rpc_and_lists_a_workers_devices_with_their_memory():
+    # Real `fireside doctor` processes: the smoke test of the command, and a connection to the
+    # worker that this process must not hold (ggml-rpc keeps it for the life of the process).
     with workers(1) as (worker,):
         result = subprocess.run([str(FIRESIDE), "doctor", "--json", "--rpc", worker.endpoint],
                                 capture_output=True, text=True, timeout=120, check=True)
@@ -302,8 +346,9 @@ def test_doctor_says_the_build_has_rpc_and_lists_a_workers_devices_with_their_me
 
 def test_doctor_reports_a_worker_that_does_not_answer():
     port = free_port()
-    report = json.loads(subprocess.run([str(FIRESIDE), "doctor", "--json", "--rpc", f"127.0.0.1:{port}"],
-                                       capture_output=True, text=True, timeout=120, check=True).stdout)
+    result = run_cli("doctor", "--json", "--rpc", f"127.0.0.1:{port}")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
     (found,) = report["rpc_workers"]
     assert not found["reachable"] and "not reachable" in found["error"] and found["devices"] == []
 

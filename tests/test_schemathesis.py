@@ -38,13 +38,7 @@ from schemathesis.core.transport import Response
 from schemathesis.specs.openapi.checks import response_schema_conformance
 
 from app.server.openapi import openapi_document
-from tests.conftest import (
-    SPEC_DIR,
-    OutputReader,
-    RunningServer,
-    start_server,
-    stop_server,
-)
+from tests.conftest import POOL, SPEC_DIR, TWO_SLOTS, RunningServer
 
 MAX_EXAMPLES = 40  # per operation, fuzzing phase
 REQUEST_TIMEOUT = 30.0  # seconds per request
@@ -300,11 +294,8 @@ TOKEN_LIMITS = ("max_tokens", "max_output_tokens")  # Anthropic's and the Respon
 
 
 @pytest.fixture(scope="module")
-def front_doors() -> Iterator[RunningServer]:
-    running = start_server("--ctx-size", "1024", "--parallel", "2")
-    OutputReader(running.process)
-    yield running
-    stop_server(running)
+def front_doors() -> RunningServer:
+    return POOL.get(*TWO_SLOTS)
 
 
 def _clip(value: Any, keys: int | None = None) -> Any:

@@ -31,17 +31,16 @@ from app.server.security import MISSING_KEY, WRONG_KEY
 from backends.engine import EngineOptions
 from backends.llama_model import ModelOptions
 from backends.registry import ModelRegistry
-from tests.conftest import OutputReader, RunningServer, start_server, stop_server
-from tests.embedding_model import CACHE
-from tests.fixtures.make_tiny_vlm import make_tiny_vlm
+from tests.built import tiny_vlm
+from tests.conftest import KEYED, ONE_SMALL_SLOT, POOL, TEST_KEY, OutputReader, RunningServer
 from tests.images import noise, png
 
-KEY = "fs-Secret-Key-7Q3ZX9KW"
+KEY = TEST_KEY
 OTHER_KEY = "fs-Wrong-Key-M4V8K2PJ"
 SECRET_WORDS = "quokka-periwinkle-zeppelin"  # in every prompt of the log checks, nowhere else
 PROMPT = f"Tell me one short fact about the {SECRET_WORDS} 7731."
 ALLOWED = "http://localhost:3000"
-SMALL = ("--ctx-size", "256", "--parallel", "1")
+SMALL = ONE_SMALL_SLOT
 
 # What answers without a key (README, security.OPEN_PATHS / OPEN_PAGE_*): the liveness probe
 # (any method) and the page: `/` and its files, read with GET or HEAD (`HEAD /` is also how
@@ -55,21 +54,17 @@ PAGE_FILE = "page.js"
 # --- servers ---------------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def keyed() -> Iterator[tuple[RunningServer, OutputReader]]:
+def keyed() -> tuple[RunningServer, OutputReader]:
     """A key, no CORS, no --log-prompts; its whole output (stdout and stderr) read as it comes."""
-    server = start_server(*SMALL, "--api-key", KEY)
-    output = OutputReader(server.process)
-    yield server, output
-    stop_server(server)
+    server = POOL.get(*KEYED)
+    return server, server.output
 
 
 @pytest.fixture(scope="module")
-def talkative() -> Iterator[tuple[RunningServer, OutputReader]]:
-    """--log-prompts and one CORS origin, no key."""
-    server = start_server(*SMALL, "--log-prompts", "--cors-origin", ALLOWED)
-    output = OutputReader(server.process)
-    yield server, output
-    stop_server(server)
+def talkative() -> tuple[RunningServer, OutputReader]:
+    """--log-prompts and one CORS origin, no key (test_observability's prompts_logged too)."""
+    server = POOL.get(*SMALL, "--log-prompts", "--cors-origin", ALLOWED)
+    return server, server.output
 
 
 # --- the routes, from the app itself ---------------------------------------------------------------
@@ -272,11 +267,14 @@ def logged(text: str) -> str:
 def exercise(server: RunningServer, output: OutputReader, tag: str) -> Exercise:
     run, model = Exercise(server, output, tag), server.model
     user = [{"role": "user", "content": PROMPT}]
+    # `ignore_eos`: 24 tokens each, whenever the model would have ended (which differs between CPUs)
     chat = run.send("POST", "/v1/chat/completions", 200,
-                    json={"model": model, "messages": user, "max_tokens": 24, "temperature": 0})
+                    json={"model": model, "messages": user, "max_tokens": 24, "temperature": 0, "ignore_eos": True})
+    assert chat.json()["usage"]["completion_tokens"] == 24
     run.generated(chat.json()["choices"][0]["message"]["content"])
     streamed = run.send("POST", "/v1/completions", 200,
-                        json={"model": model, "prompt": PROMPT, "max_tokens": 24, "temperature": 0, "stream": True})
+                        json={"model": model, "prompt": PROMPT, "max_tokens": 24, "temperature": 0, "stream": True,
+                              "ignore_eos": True})
     chunks = [json.loads(line[6:]) for line in streamed.text.splitlines() if line.startswith("data: {")]
     run.generated("".join(chunk["choices"][0]["text"] for chunk in chunks if chunk["choices"]))
     run.send("POST", "/v1/messages", 200, headers={"x-api-key": KEY},
@@ -468,14 +466,11 @@ def site6() -> Iterator[CountingSite | None]:
 
 
 @pytest.fixture(scope="module")
-def vision(model_path: Path) -> Iterator[RunningServer]:
+def vision(model_path: Path) -> RunningServer:
     """The tiny test projector beside SmolLM2; private media URLs refused (the default)."""
-    _, projector = make_tiny_vlm(CACHE / "tiny-vlm")
-    server = start_server("--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
-                          "--ctx-size", "512", "--parallel", "1")
-    OutputReader(server.process)
-    yield server
-    stop_server(server)
+    _, projector = tiny_vlm()
+    return POOL.get("--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
+                    "--ctx-size", "512", "--parallel", "1")
 
 
 def _ask_about(server: RunningServer, url: str) -> httpx.Response:

@@ -2,7 +2,7 @@
 
 New requests get 503 (in their front door's shape) and `/health` says `draining`; running streams
 go on to their end, or, past `--shutdown-grace`, end with an error chunk that says why and a
-proper end of the body; then the process exits 0.
+proper end of the body; then the process exits 0. Each test stops a server of its own.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ def test_past_the_grace_a_stream_ends_with_a_chunk_that_says_why() -> None:
         assert last["error"]["code"] == "shutting_down", last
         assert 0 < len(_text(reader.chunks())) and "shutting down" in last["error"]["message"]
         assert server.process.wait(60) == 0
-        assert "draining 1 requests" in server.process.stdout.read()
+        assert "draining 1 requests" in server.output.wait_closed()
     finally:
         stop_server(server)
 

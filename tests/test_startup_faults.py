@@ -1,26 +1,25 @@
 """`fireside serve` that cannot start: a port already taken, a data folder it cannot write. Each
 is one `fireside: ...` line on stderr and exit code 1, before any model loads (no traceback, no
-"listening on" line for a server that never listens)."""
+"listening on" line for a server that never listens). Both refusals come before anything loads, so
+`fireside serve` runs in this process (tests/cli_runner.py)."""
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import FIRESIDE, free_port
+from tests.cli_runner import CliResult, run_cli
+from tests.conftest import free_port
 
 
-def serve(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """`fireside serve ARGS` to its end; the timeout only guards against a server that does start."""
-    return subprocess.run([str(FIRESIDE), "serve", *args], check=False, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, **(env or {})})
+def serve(*args: str, env: dict[str, str] | None = None) -> CliResult:
+    """`fireside serve ARGS` to its end, in this process."""
+    return run_cli("serve", *args, env=env)
 
 
-def one_line(result: subprocess.CompletedProcess[str]) -> str:
+def one_line(result: CliResult) -> str:
     assert result.returncode == 1, (result.returncode, result.stdout, result.stderr)
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()

@@ -10,6 +10,7 @@ import jsonschema
 import openai
 import pytest
 
+from tests.grammar_support import longest_sentence
 from tests.schema_corpus.check_corpus import format_checker
 from tests.structured_schemas import SCHEMAS
 
@@ -48,8 +49,12 @@ def test_every_answer_validates_against_its_schema(server) -> None:
     assert not failures, "\n".join(failures)
 
 
+# Token budgets large enough for any answer a bounded schema's grammar admits, whatever whitespace the
+# model picks (which differs between CPUs): at most 21 whitespace characters at each place between
+# tokens of JSON, up to 6 characters per string character (`\u00XX`), one token at least per byte.
+# SIMPLE: 3 places, 10 characters, 9 fixed: at most 134 bytes.
 def _completion(server, response_format: dict, **extra) -> httpx.Response:
-    body = {"model": server.model, "prompt": "A JSON object describing a cat:", "max_tokens": 60,
+    body = {"model": server.model, "prompt": "A JSON object describing a cat:", "max_tokens": 160,
             "temperature": 0, "response_format": response_format, **extra}
     return httpx.post(f"{server.v1}/completions", json=body, timeout=120)
 
@@ -67,9 +72,10 @@ SIMPLE = {"type": "object", "properties": {"name": {"type": "string", "maxLength
     {"type": "json_object", "schema": SIMPLE},
 ], ids=["bare", "string", "wrapper", "wrapper-string", "schema-field", "json-object-with-schema"])
 def test_every_way_to_send_a_schema(server, response_format: dict) -> None:
-    response = _completion(server, response_format)
+    response = _completion(server, response_format, raw_output=True)
     assert response.status_code == 200, response.text
     choice = response.json()["choices"][0]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 160  # the budget holds any answer allowed
     assert choice["finish_reason"] == "stop"
     jsonschema.validate(json.loads(choice["text"]), SIMPLE)
 
@@ -92,7 +98,7 @@ def test_user_grammar_constrains_the_output(server) -> None:
 
 
 def test_streamed_output_follows_the_schema_too(server) -> None:
-    body = {"model": server.model, "prompt": "A JSON object describing a cat:", "max_tokens": 60, "temperature": 0,
+    body = {"model": server.model, "prompt": "A JSON object describing a cat:", "max_tokens": 160, "temperature": 0,
             "stream": True, "response_format": {"type": "json_schema", "json_schema": SIMPLE}}
     text = ""
     with httpx.stream("POST", f"{server.v1}/completions", json=body, timeout=120) as response:
@@ -106,10 +112,12 @@ def test_streamed_output_follows_the_schema_too(server) -> None:
 def test_sampled_choices_follow_the_schema(server) -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer", "minimum": 1, "maximum": 5}, "w": SCHEMAS[0][2]},
               "required": ["n", "w"], "additionalProperties": False}
+    # 10 places, a name of 30 characters, 3 digits and 25 fixed: at most 423 bytes
     response = _completion(server, {"type": "json_schema", "json_schema": schema}, temperature=1.0, top_p=0.9,
-                           n=3, seed=7, max_tokens=120)
+                           n=3, seed=7, max_tokens=450, raw_output=True)
     assert response.status_code == 200, response.text
     for choice in response.json()["choices"]:
+        assert longest_sentence(choice["raw_output"]["grammar"]) <= 450
         assert choice["finish_reason"] == "stop", choice
         jsonschema.validate(json.loads(choice["text"]), schema)
 
@@ -117,10 +125,12 @@ def test_sampled_choices_follow_the_schema(server) -> None:
 def test_openai_sdk_structured_output(server) -> None:
     with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
         result = client.chat.completions.create(
-            model=server.model, temperature=0, max_tokens=100,
+            model=server.model, temperature=0, max_tokens=320,  # 5 places, 30 characters, 19 more: <= 306 bytes
             messages=[{"role": "user", "content": "Name a person and their age, as JSON."}],
             response_format={"type": "json_schema", "json_schema": {"name": "person", "strict": True,
-                                                                    "schema": SCHEMAS[0][2]}})
+                                                                    "schema": SCHEMAS[0][2]}},
+            extra_body={"raw_output": True})
+    assert longest_sentence(result.choices[0].model_extra["raw_output"]["grammar"]) <= 320
     jsonschema.validate(json.loads(result.choices[0].message.content), SCHEMAS[0][2])
 
 

@@ -17,6 +17,8 @@ import pytest
 from langchain_openai import ChatOpenAI
 from pydantic import BaseModel, Field
 
+from tests.grammar_support import longest_sentence
+
 # A prompt that makes the default model repeat a word (its greedy answer without the guard).
 REPEATING = ('The same word four times:\n{"colors": ["red", "red", "red", "red"]}\n'
              'The same word four times:\n{"colors": ["blue", "blue", "blue", "blue"]}\n'
@@ -33,11 +35,19 @@ def _strict(schema: dict, strict: bool = True) -> dict:
     return {"type": "json_schema", "json_schema": {"name": "answer", "strict": strict, "schema": schema}}
 
 
+# Token budgets that hold the longest answer each grammar allows (`longest_sentence`, checked on the
+# grammar served where the answer carries it), so that an answer ends whatever whitespace and strings
+# the model picks within the grammar (its choices differ between CPUs). COLORS: at most 480 bytes.
+COLORS_BUDGET = 512
+
+
 def _complete(server, schema: dict, **extra) -> dict:
-    body = {"model": server.model, "prompt": REPEATING, "max_tokens": 60, "temperature": 0,
-            "response_format": _strict(schema), **extra}
+    body = {"model": server.model, "prompt": REPEATING, "max_tokens": COLORS_BUDGET, "temperature": 0,
+            "response_format": _strict(schema), "raw_output": True, **extra}
     response = httpx.post(f"{server.v1}/completions", json=body, timeout=300)
     assert response.status_code == 200, response.text
+    for choice in response.json()["choices"]:
+        assert longest_sentence(choice["raw_output"]["grammar"]) <= COLORS_BUDGET
     return response.json()
 
 
@@ -54,7 +64,7 @@ def test_unique_items_are_kept_apart_where_the_model_would_repeat_them(server) -
 
 
 def test_unique_items_in_a_stream(server) -> None:
-    body = {"model": server.model, "prompt": REPEATING, "max_tokens": 60, "temperature": 0, "stream": True,
+    body = {"model": server.model, "prompt": REPEATING, "max_tokens": COLORS_BUDGET, "temperature": 0, "stream": True,
             "response_format": _strict(COLORS)}
     text = []
     with httpx.stream("POST", f"{server.v1}/completions", json=body, timeout=300) as response:
@@ -75,18 +85,22 @@ def test_an_enum_set_is_written_without_a_dead_end(server) -> None:
 
 # Tags bounded in length: with unbounded strings this 135M model, steered off a repeated tag,
 # sometimes goes on repeating inside the new one until max_tokens (seen after prompt-cache reuse).
-Tag = Annotated[str, Field(max_length=12)]
+# With these bounds a Pet is at most 578 bytes as JSON, 735 as a tool call (its grammars'
+# `longest_sentence`), within PET_BUDGET and the 1024-token slot beside a 240-token tools prompt:
+# the answer ends whatever whitespace the model picks.
+Tag = Annotated[str, Field(max_length=10)]
+PET_BUDGET = 780
 
 
 class Pet(BaseModel):
-    name: str = Field(max_length=20)
+    name: str = Field(max_length=16)
     tags: set[Tag] = Field(min_length=2, max_length=4)
 
 
 def test_openai_sdk_parse_with_a_pydantic_set(server) -> None:
     with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
         result = client.chat.completions.parse(
-            model=server.model, temperature=0, max_tokens=300, response_format=Pet,
+            model=server.model, temperature=0, max_tokens=PET_BUDGET, response_format=Pet,
             messages=[{"role": "user", "content": "Describe a pet dog with the tag 'dog' twice."}])
     pet = result.choices[0].message.parsed
     assert isinstance(pet, Pet) and 2 <= len(pet.tags) <= 4
@@ -96,14 +110,14 @@ def test_openai_sdk_parse_with_a_pydantic_set(server) -> None:
 def test_instructor(server, mode: instructor.Mode) -> None:
     client = instructor.from_openai(openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0), mode=mode)
     pet = client.chat.completions.create(
-        model=server.model, temperature=0, max_tokens=300, response_model=Pet, max_retries=0,
+        model=server.model, temperature=0, max_tokens=PET_BUDGET, response_model=Pet, max_retries=0,
         messages=[{"role": "user", "content": "Describe a pet cat with two tags."}])
     assert isinstance(pet, Pet) and 2 <= len(pet.tags) <= 4
 
 
 @pytest.mark.parametrize("method", ["json_schema", "function_calling"])
 def test_langchain_with_structured_output(server, method: str) -> None:
-    model = ChatOpenAI(base_url=server.v1, api_key="unused", model=server.model, temperature=0, max_tokens=300,
+    model = ChatOpenAI(base_url=server.v1, api_key="unused", model=server.model, temperature=0, max_tokens=PET_BUDGET,
                        max_retries=0)
     pet = model.with_structured_output(Pet, method=method).invoke("Describe a pet rabbit with two tags.")
     assert isinstance(pet, Pet) and 2 <= len(pet.tags) <= 4
@@ -120,9 +134,11 @@ def test_a_keyword_a_strict_schema_cannot_enforce_is_a_400(server) -> None:
                                              "json_schema": UNSATISFIABLE}, {"type": "json_object",
                                              "schema": UNSATISFIABLE}], ids=["strict-false", "bare", "schema-field"])
 def test_without_strict_a_broken_answer_says_so(server, response_format: dict) -> None:
-    body = {"model": server.model, "max_tokens": 40, "temperature": 0, "response_format": response_format,
+    body = {"model": server.model, "max_tokens": 160, "temperature": 0, "response_format": response_format,
             "messages": [{"role": "user", "content": "Name a cat, as JSON."}]}
-    choice = httpx.post(f"{server.v1}/chat/completions", json=body, timeout=120).json()["choices"][0]
+    choice = httpx.post(f"{server.v1}/chat/completions", json={**body, "raw_output": True},
+                        timeout=120).json()["choices"][0]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 160  # the budget holds any answer allowed
     assert choice["finish_reason"] == "stop"
     assert json.loads(choice["message"]["content"])["name"]  # the grammar held everything else
     assert choice["schema_violations"][0]["keyword"] == "not"
@@ -138,9 +154,10 @@ def test_without_strict_a_broken_answer_says_so(server, response_format: dict) -
 def test_an_answer_that_keeps_a_deferred_keyword_carries_no_report(server) -> None:
     schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}}, "required": ["name"],
               "not": {"properties": {"name": {"pattern": "^$"}}, "required": ["name"]}}  # not an empty name
-    body = {"model": server.model, "max_tokens": 40, "temperature": 0, "response_format": _strict(schema, False),
-            "messages": [{"role": "user", "content": "Name a cat, as JSON."}]}
+    body = {"model": server.model, "max_tokens": 160, "temperature": 0, "response_format": _strict(schema, False),
+            "messages": [{"role": "user", "content": "Name a cat, as JSON."}], "raw_output": True}
     choice = httpx.post(f"{server.v1}/chat/completions", json=body, timeout=120).json()["choices"][0]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 160 and choice["finish_reason"] == "stop"
     assert "schema_violations" not in choice and json.loads(choice["message"]["content"])["name"]
 
 
@@ -152,12 +169,14 @@ def _tool(strict: bool | None) -> dict:
 
 
 def test_tool_arguments_are_checked_unless_the_tool_is_strict(server) -> None:
-    body = {"model": server.model, "max_tokens": 120, "temperature": 0, "tool_choice": "required",
-            "parallel_tool_calls": False, "messages": [{"role": "user", "content": "Adopt a cat named Tom."}]}
+    body = {"model": server.model, "max_tokens": 320, "temperature": 0, "tool_choice": "required",
+            "parallel_tool_calls": False, "messages": [{"role": "user", "content": "Adopt a cat named Tom."}],
+            "raw_output": True}
     refused = httpx.post(f"{server.v1}/chat/completions", json={**body, "tools": [_tool(True)]}, timeout=120)
     assert refused.status_code == 400 and "adopt" in refused.json()["error"]["message"]
     choice = httpx.post(f"{server.v1}/chat/completions", json={**body, "tools": [_tool(None)]},
                         timeout=120).json()["choices"][0]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 320  # the budget holds any call allowed
     assert choice["finish_reason"] == "tool_calls"
     assert choice["schema_violations"] == [{"keyword": "not", "path": "", "tool": "adopt",
                                             "message": choice["schema_violations"][0]["message"]}]
@@ -168,10 +187,11 @@ def test_tool_arguments_keep_their_items_apart(server) -> None:
             "uniqueItems": True}
     tool = {"type": "function", "function": {"name": "tag", "strict": True, "parameters": {
         "type": "object", "properties": {"tags": tags}, "required": ["tags"], "additionalProperties": False}}}
-    body = {"model": server.model, "max_tokens": 120, "temperature": 0, "tool_choice": "required",
-            "parallel_tool_calls": False, "tools": [tool],
+    body = {"model": server.model, "max_tokens": 672, "temperature": 0, "tool_choice": "required",
+            "parallel_tool_calls": False, "tools": [tool], "raw_output": True,
             "messages": [{"role": "user", "content": "Tag this photo with the word cat four times."}]}
     choice = httpx.post(f"{server.v1}/chat/completions", json=body, timeout=120).json()["choices"][0]
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 672  # the budget holds any call allowed
     assert choice["finish_reason"] == "tool_calls", choice
     arguments = json.loads(choice["message"]["tool_calls"][0]["function"]["arguments"])
     jsonschema.validate(arguments, tool["function"]["parameters"])

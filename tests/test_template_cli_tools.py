@@ -1,4 +1,5 @@
-"""`fireside template parse --tools` reports tool calls as the server would."""
+"""`fireside template parse --tools` reports tool calls as the server would. A real `fireside`
+process: the smoke test of the `template` command (the other template checks run in-process)."""
 
 from __future__ import annotations
 

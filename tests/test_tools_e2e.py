@@ -11,7 +11,8 @@ import jsonschema
 import openai
 import pytest
 
-from tests.conftest import start_server, stop_server
+from tests.conftest import POOL
+from tests.grammar_support import longest_sentence
 from tests.schema_corpus.check_corpus import format_checker
 from tests.tool_schemas import ASKS, TOOLS
 
@@ -22,9 +23,7 @@ BY_NAME = {tool["function"]["name"]: tool for tool in TOOLS}
 @pytest.fixture(scope="module")
 def server():
     """Room for 22 tools in the prompt (about 2,000 tokens, prefilled once: every request shares them)."""
-    running = start_server("--ctx-size", "3072", "--parallel", "4")
-    yield running
-    stop_server(running)
+    return POOL.get("--ctx-size", "3072", "--parallel", "4")
 
 
 def ask(server, question: str, **fields) -> dict:
@@ -43,13 +42,23 @@ def valid_call(call: dict, expected: str | None = None) -> None:
     jsonschema.validate(arguments, BY_NAME[name]["function"]["parameters"], format_checker=FORMATS)
 
 
+# The budget of a forced call: every slot's room beside the tools' 2,050-token prompt. A single call
+# to any tool but send_email is at most 772 bytes (its grammar's `longest_sentence`), so it ends
+# whatever whitespace and strings the model picks (its choices differ between CPUs); send_email's
+# bound (1,127 bytes) is reached only with its strings written all in `\u00XX` escapes.
+CALL_BUDGET = 1000
+
+
 def test_required_and_named_calls_always_validate(server) -> None:
     assert len(TOOLS) >= 20
-    jobs = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}}, name) for name in ASKS]
+    named = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}}, name) for name in ASKS]
     # one call each: with parallel calls allowed, a 135M model may go on calling until max_tokens
-    jobs += [(ASKS[name], {"tool_choice": "required", "parallel_tool_calls": False}, None) for name in list(ASKS)[:6]]
+    required = [(ASKS[name], {"tool_choice": "required", "parallel_tool_calls": False}, None) for name in list(ASKS)[:6]]
+    jobs = [(question, {**fields, "max_tokens": CALL_BUDGET}, name) for question, fields, name in named + required]
+    # the first alone: the others start from the tools' prefill it leaves in its slot
+    answers = [(ask(server, jobs[0][0], **jobs[0][1]), jobs[0][2])]
     with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda job: (ask(server, job[0], **job[1]), job[2]), jobs))
+        answers += pool.map(lambda job: (ask(server, job[0], **job[1]), job[2]), jobs[1:])
     failures = []
     for choice, expected in answers:
         try:
@@ -65,20 +74,27 @@ def test_required_and_named_calls_always_validate(server) -> None:
 
 
 def test_one_call_when_parallel_calls_are_off(server) -> None:
-    choice = ask(server, "Weather in Paris and in Rome?", tool_choice="required", parallel_tool_calls=False)
+    choice = ask(server, "Weather in Paris and in Rome?", tool_choice="required", parallel_tool_calls=False,
+                 max_tokens=CALL_BUDGET)
+    assert choice["finish_reason"] == "tool_calls", choice
     assert len(choice["message"]["tool_calls"]) == 1
     valid_call(choice["message"]["tool_calls"][0])
 
 
 def test_allowed_tools_restrict_the_call_but_not_the_prompt(server) -> None:
+    # one call (set_timer's: at most 241 bytes), so that it ends within max_tokens on any machine
     choice = ask(server, "What's the weather in Paris?", tool_choice={
         "type": "allowed_tools", "allowed_tools": {"mode": "required", "tools": [
-            {"type": "function", "function": {"name": "set_timer"}}]}})
+            {"type": "function", "function": {"name": "set_timer"}}]}}, parallel_tool_calls=False, max_tokens=256,
+        raw_output=True)
+    assert longest_sentence(choice["raw_output"]["grammar"]) <= 256
+    assert choice["finish_reason"] == "tool_calls", choice
     valid_call(choice["message"]["tool_calls"][0], "set_timer")
 
 
 def test_streamed_call_deltas_assemble_into_the_call(server) -> None:
-    body = {"model": server.model, "temperature": 0, "max_tokens": 150, "tools": TOOLS, "stream": True,
+    # a get_weather call is at most 479 bytes: it ends within 512 tokens on any machine
+    body = {"model": server.model, "temperature": 0, "max_tokens": 512, "tools": TOOLS, "stream": True,
             "messages": [{"role": "user", "content": ASKS["get_weather"]}],
             "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
     calls: dict[int, dict] = {}
@@ -98,7 +114,8 @@ def test_streamed_call_deltas_assemble_into_the_call(server) -> None:
                     call["function"]["arguments"] += delta["function"].get("arguments", "")
     assert finish == "tool_calls" and list(calls) == [0]
     valid_call(calls[0], "get_weather")
-    whole = ask(server, ASKS["get_weather"], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    whole = ask(server, ASKS["get_weather"], tool_choice={"type": "function", "function": {"name": "get_weather"}},
+                max_tokens=512)
     assert whole["message"]["tool_calls"][0]["function"] == calls[0]["function"]
 
 
@@ -108,7 +125,7 @@ def test_openai_sdk_agent_loop(server) -> None:
     with openai.OpenAI(base_url=server.v1, api_key="unused", max_retries=0) as client:
         first = client.chat.completions.create(model=server.model, messages=messages, tools=tools,
                                                tool_choice="required", parallel_tool_calls=False,
-                                               temperature=0, max_tokens=100)
+                                               temperature=0, max_tokens=512)  # the call: <= 479 bytes
         call = first.choices[0].message.tool_calls[0]
         assert first.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
         messages.append(first.choices[0].message.model_dump(exclude_none=True))
@@ -141,7 +158,8 @@ def test_tools_with_a_response_format_answer_in_the_format_or_call(server, quest
     format's schema (never free text)."""
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
     for seed in range(3):
-        choice = ask(server, question, response_format=fmt, temperature=0.8, seed=seed)
+        # 512 tokens: an answer under ANSWER_SCHEMA (at most 495 bytes) ends on any machine
+        choice = ask(server, question, response_format=fmt, temperature=0.8, seed=seed, max_tokens=512)
         if choice["message"].get("tool_calls"):
             # "length": the grammar lets parallel calls follow, and a sampled run may spend the
             # rest of max_tokens on the newlines between them; the calls made stand either way

@@ -21,22 +21,19 @@ import openai
 import pytest
 
 from app.upstream_output import UpstreamOutput, call_record, reasoning_record
-from tests.conftest import (
-    FIRESIDE,
-    OutputReader,
-    RunningServer,
-    free_port,
-    start_server,
-    stop_server,
-)
+from tests.conftest import FIRESIDE, POOL, TWO_SLOTS, OutputReader, RunningServer, free_port
 
 KEY = "upstream-test-key-0123456789"
 KEY_ENV = "FIRESIDE_TEST_UPSTREAM_KEY"
 WRONG_ENV = "FIRESIDE_TEST_WRONG_KEY"
 GREEDY = {"temperature": 0}  # the Anthropic SDK takes it only in extra_body
 QUESTION = [{"role": "user", "content": "Name three colours."}]
+# The city's length bounded and one call asked for: a call is then at most a few hundred bytes and
+# ends within CALL_BUDGET whatever whitespace and name the model picks (its choices differ between CPUs).
 TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    "type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"],
+    "additionalProperties": False}}}]
+CALL_BUDGET = 384
 
 
 @dataclass
@@ -52,9 +49,8 @@ class Pair:
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Pair]:
-    back = start_server("--alias", "smol", "--api-key", KEY, "--parallel", "2", "--ctx-size", "1024")
-    back_log = OutputReader(back.process)
+def pair(tmp_path_factory: pytest.TempPathFactory) -> Pair:
+    back = POOL.get("--alias", "smol", "--api-key", KEY, *TWO_SLOTS)
     config = tmp_path_factory.mktemp("upstream") / "config.toml"
     config.write_text(f"""
 [[models]]
@@ -74,24 +70,8 @@ model = "smol"
 id = "nowhere"
 upstream = "http://127.0.0.1:{free_port()}/v1"
 """, encoding="utf-8")
-    saved = {name: os.environ.get(name) for name in (KEY_ENV, WRONG_ENV)}
-    os.environ[KEY_ENV], os.environ[WRONG_ENV] = KEY, "not-the-key-0123456789"
-    try:
-        front = start_server("--config", str(config))
-    except BaseException:
-        stop_server(back)
-        raise
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-    try:
-        yield Pair(front, back, OutputReader(front.process), back_log)
-    finally:
-        stop_server(front)
-        stop_server(back)
+    front = POOL.get("--config", str(config), env={KEY_ENV: KEY, WRONG_ENV: "not-the-key-0123456789"})
+    return Pair(front, back, front.output, back.output)
 
 
 @pytest.fixture(scope="module")
@@ -166,14 +146,17 @@ def test_completions_equal_the_upstreams(front_sdk: openai.OpenAI, back_sdk: ope
 
 def test_anthropic_messages_through_the_sdk(pair: Pair, back_sdk: openai.OpenAI) -> None:
     text, _, completion_tokens = direct_chat(back_sdk, QUESTION)
+    # how the upstream's own answer ended (cut, or ended by the model within 12 tokens on this machine)
+    direct = back_sdk.chat.completions.create(model="smol", messages=QUESTION, max_tokens=12, temperature=0)
+    stop_reason = {"length": "max_tokens", "stop": "end_turn"}[direct.choices[0].finish_reason]
     with anthropic.Anthropic(base_url=pair.front.base_url, api_key="unused", max_retries=0) as sdk:
         message = sdk.messages.create(model="remote", max_tokens=12, messages=QUESTION, extra_body=GREEDY)
         assert message.content[0].text == text
-        assert message.usage.output_tokens == completion_tokens
+        assert message.usage.output_tokens == completion_tokens and message.stop_reason == stop_reason
         with sdk.messages.stream(model="remote", max_tokens=12, messages=QUESTION, extra_body=GREEDY) as stream:
             streamed = "".join(stream.text_stream)
             final = stream.get_final_message()
-    assert streamed == text and final.stop_reason == "max_tokens"
+    assert streamed == text and final.stop_reason == stop_reason
 
 
 def test_ollama_chat_through_the_client(pair: Pair, back_sdk: openai.OpenAI) -> None:
@@ -210,12 +193,13 @@ def test_responses_through_the_sdk(front_sdk: openai.OpenAI, back_sdk: openai.Op
 def test_tool_calls_come_through_structured(front_sdk: openai.OpenAI) -> None:
     messages = [{"role": "user", "content": "What is the weather in Paris?"}]
     whole = front_sdk.chat.completions.create(model="remote", messages=messages, tools=TOOLS, tool_choice="required",
-                                              max_tokens=60, temperature=0)
+                                              parallel_tool_calls=False, max_tokens=CALL_BUDGET, temperature=0)
     [call] = whole.choices[0].message.tool_calls
     assert whole.choices[0].finish_reason == "tool_calls"
     assert call.function.name == "get_weather" and set(json.loads(call.function.arguments)) == {"city"}
     stream = front_sdk.chat.completions.create(model="remote", messages=messages, tools=TOOLS, tool_choice="required",
-                                               max_tokens=60, temperature=0, stream=True)
+                                               parallel_tool_calls=False, max_tokens=CALL_BUDGET, temperature=0,
+                                               stream=True)
     pieces = [c.choices[0].delta.tool_calls for c in stream if c.choices and c.choices[0].delta.tool_calls]
     assert pieces[0][0].function.name == "get_weather" and pieces[0][0].id
     assert "".join(p[0].function.arguments or "" for p in pieces) == call.function.arguments
@@ -301,11 +285,13 @@ def test_what_cannot_be_forwarded_is_a_400_naming_the_field(pair: Pair) -> None:
 def test_a_stream_the_client_leaves_stops_the_upstream(pair: Pair) -> None:
     body = {"model": "remote", "messages": [{"role": "user", "content": "Tell me a very long story."}],
             "max_tokens": 900, "ignore_eos": True, "stream": True}
+    mark = pair.back_log.mark()
     with httpx.stream("POST", f"{pair.front.v1}/chat/completions", json=body, timeout=60) as response:
         first = next(line for line in response.iter_lines() if line.startswith("data:"))
         answer_id = json.loads(first[5:])["id"]
     # the upstream's own line says its client left, long before 900 tokens
-    left = pair.back_log.wait_for(lambda line: "disconnected=true" in line and "model=smol" in line, timeout=60)
+    left = pair.back_log.wait_for(lambda line: "disconnected=true" in line and "model=smol" in line, timeout=60,
+                                  since=mark)
     assert left is not None
     deadline = time.monotonic() + 30
     while pair.back.health()["models"][0]["busy_slots"] and time.monotonic() < deadline:

@@ -110,10 +110,18 @@ def test_reasoning_controls_on_a_model_without_reasoning_are_400(http, server, e
 
 
 def test_reasoning_off_on_a_model_without_reasoning_is_fine(http, server):
+    """Switching reasoning off where there is none changes nothing: the same prompt, the same answer
+    (greedy, this machine's), no reasoning in it."""
+    body = {"model": server.model, "messages": MESSAGES, "max_tokens": 2, "temperature": 0}
+    plain = http.post(CHAT, json=body).json()
     for fields in ({"reasoning_effort": "none"}, {"reasoning_effort": False}, {"thinking": {"type": "disabled"}},
                    {"reasoning_history": "disabled"}):
-        response = http.post(CHAT, json={"model": server.model, "messages": MESSAGES, "max_tokens": 2, **fields})
+        response = http.post(CHAT, json={**body, **fields})
         assert response.status_code == 200, (fields, response.text)
+        answer = response.json()
+        assert answer["choices"][0]["message"] == plain["choices"][0]["message"], fields
+        assert "reasoning_content" not in answer["choices"][0]["message"], fields
+        assert answer["usage"]["prompt_tokens"] == plain["usage"]["prompt_tokens"], fields
 
 
 @pytest.mark.parametrize(("fields", "param", "words"), [

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from app.media import MediaError, MediaPolicy, media_bytes
-from tests.conftest import start_server, stop_server
-from tests.embedding_model import CACHE
-from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS, make_tiny_vlm
+from tests.built import tiny_vlm
+from tests.conftest import POOL
+from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS
 from tests.images import mp4, noise, png
 
 QUESTION = "What is in this picture?"
@@ -25,12 +25,10 @@ QUESTION = "What is in this picture?"
 
 @pytest.fixture(scope="module")
 def vision_server(model_path):
-    _, projector = make_tiny_vlm(CACHE / "tiny-vlm")
-    server = start_server("--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
-                          "--model", str(model_path), "--alias", "plain", "--ctx-size", "512", "--parallel", "2",
-                          "--allow-private-media-urls")
-    yield server
-    stop_server(server)
+    _, projector = tiny_vlm()
+    return POOL.get("--model", str(model_path), "--alias", "vlm", "--mmproj", str(projector),
+                    "--model", str(model_path), "--alias", "plain", "--ctx-size", "512", "--parallel", "2",
+                    "--allow-private-media-urls")
 
 
 @pytest.fixture(scope="module")
@@ -81,13 +79,14 @@ def test_images_steer_the_answer_through_the_openai_sdk(vision_server) -> None:
     with openai.OpenAI(base_url=vision_server.v1, api_key="unused", max_retries=0) as client:
         def ask(url: str) -> openai.types.chat.ChatCompletion:
             return client.chat.completions.create(model="vlm", messages=image_message(url), max_tokens=12,
-                                                  temperature=0)
+                                                  temperature=0, logprobs=True)
         a, again, b = ask(data_uri(1)), ask(data_uri(1)), ask(data_uri(2))
         text_only = client.chat.completions.create(model="vlm", max_tokens=1, temperature=0, messages=[
             {"role": "user", "content": [{"type": "text", "text": QUESTION}]}])
         chunks = list(client.chat.completions.create(model="vlm", messages=image_message(data_uri(1)),
                                                      max_tokens=12, temperature=0, stream=True))
-    assert a.choices[0].message.content != b.choices[0].message.content
+    # the image steers the model: its scores differ (whether its 12 greedy tokens do is the model's)
+    assert [t.logprob for t in a.choices[0].logprobs.content] != [t.logprob for t in b.choices[0].logprobs.content]
     assert again.choices[0].message.content == a.choices[0].message.content
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == a.choices[0].message.content
     assert a.usage.prompt_tokens >= text_only.usage.prompt_tokens + IMAGE_TOKENS  # image tokens are counted

@@ -28,8 +28,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector, bitmap_of
-from tests.embedding_model import CACHE
-from tests.fixtures.make_tiny_qwen2vl import make_tiny_qwen2vl
+from tests.built import tiny_qwen2vl
 from tests.images import noise
 
 HEAD = "<|im_start|>user\n"
@@ -39,7 +38,7 @@ NEW_TOKENS = 8
 
 @pytest.fixture(scope="module")
 def qwen2vl():
-    text_path, projector_path = make_tiny_qwen2vl(CACHE / "tiny-qwen2vl")
+    text_path, projector_path = tiny_qwen2vl()
     model = LlamaModel(text_path, ModelOptions())
     projector = Projector(model, projector_path, threads=2)
     engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
@@ -150,25 +149,22 @@ def test_a_qwen2_vl_style_model_is_served_over_http(qwen2vl) -> None:
 
     import httpx
 
-    from tests.conftest import start_server, stop_server
+    from tests.conftest import POOL
     from tests.images import png
 
-    text_path, projector_path = make_tiny_qwen2vl(CACHE / "tiny-qwen2vl")
-    server = start_server("--model", str(text_path), "--alias", "qvl", "--mmproj", str(projector_path),
-                          "--ctx-size", "512", "--parallel", "1")
-    try:
-        url = "data:image/png;base64," + base64.b64encode(png(noise(3, 112))).decode()
-        turn = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
-                                             {"type": "image_url", "image_url": {"url": url}}]}]
-        first = httpx.post(f"{server.v1}/chat/completions", timeout=120,
-                           json={"model": "qvl", "messages": turn, "max_tokens": 4, "temperature": 0}).json()
-        answer = first["choices"][0]["message"]["content"]
-        again = [*turn, {"role": "assistant", "content": answer}, {"role": "user", "content": "More?"}]
-        second = httpx.post(f"{server.v1}/chat/completions", timeout=120,
-                            json={"model": "qvl", "messages": again, "max_tokens": 4, "temperature": 0}).json()
-        assert first["usage"]["prompt_tokens"] > 16  # a 112 x 112 image is 16 tokens (4 x 4 cells)
-        assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= first["usage"]["prompt_tokens"] - 1
-        models = httpx.get(f"{server.v1}/models").json()["data"]
-        assert "vision" in models[0]["capabilities"]
-    finally:
-        stop_server(server)
+    text_path, projector_path = tiny_qwen2vl()
+    server = POOL.get("--model", str(text_path), "--alias", "qvl", "--mmproj", str(projector_path),
+                      "--ctx-size", "512", "--parallel", "1")
+    url = "data:image/png;base64," + base64.b64encode(png(noise(3, 112))).decode()
+    turn = [{"role": "user", "content": [{"type": "text", "text": "Look:"},
+                                         {"type": "image_url", "image_url": {"url": url}}]}]
+    first = httpx.post(f"{server.v1}/chat/completions", timeout=120,
+                       json={"model": "qvl", "messages": turn, "max_tokens": 4, "temperature": 0}).json()
+    answer = first["choices"][0]["message"]["content"]
+    again = [*turn, {"role": "assistant", "content": answer}, {"role": "user", "content": "More?"}]
+    second = httpx.post(f"{server.v1}/chat/completions", timeout=120,
+                        json={"model": "qvl", "messages": again, "max_tokens": 4, "temperature": 0}).json()
+    assert first["usage"]["prompt_tokens"] > 16  # a 112 x 112 image is 16 tokens (4 x 4 cells)
+    assert second["usage"]["prompt_tokens_details"]["cached_tokens"] >= first["usage"]["prompt_tokens"] - 1
+    models = httpx.get(f"{server.v1}/models").json()["data"]
+    assert "vision" in models[0]["capabilities"]

@@ -1,5 +1,6 @@
 """A warm start: the slots' prompt caches saved at shutdown and restored on the next start
-(`backends/prompt_store.py`), on the real SmolLM2 behind real servers."""
+(`backends/prompt_store.py`), on the real SmolLM2 behind real servers of their own: each test
+stops and starts them."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import httpx
 import pytest
 
 from backends.prompt_store import PromptStore, SavedPrompt, StoreOptions, store_key
-from tests.conftest import OutputReader, start_server, stop_server
+from tests.conftest import start_server, stop_server
 
 SYSTEM = " ".join(f"Rule {i}: answer politely and briefly, in plain words, about the topic asked." for i in range(30))
 ARGS = ("--ctx-size", "1024", "--parallel", "2", "--prompt-cache-disk", "64MiB")
@@ -43,7 +44,7 @@ def test_a_restart_keeps_the_prompt_cache_and_its_answers(data_dir, model_path):
     assert cold == 0 and warm > 0.8 * prompt_tokens  # the shared system prompt was reused
     saved, = (data_dir / "prompt-cache").glob("*.prompts")
     server = start_server("--model", str(model_path), *ARGS)
-    log = OutputReader(server.process)
+    log = server.output
     try:
         again, tokens, restored = _ask(server, "What is a dog?")
         _, _, shared = _ask(server, "What is a horse?")

@@ -13,8 +13,15 @@ from pathlib import Path
 import gguf
 
 from backends.registry import default_model_path
+from tests.built import built
 
 CONTROL = int(gguf.TokenType.CONTROL)
+
+
+def vocab_gguf(name: str, special: list[str], template: str | None = None) -> Path:
+    """`write_vocab_gguf`'s file as `name.gguf`, built once into the test cache (tests/built.py)."""
+    return built(f"vocab-{name}", lambda folder: write_vocab_gguf(folder / f"{name}.gguf", special, template),
+                 default_model_path(), tuple(special), template) / f"{name}.gguf"
 
 
 def write_vocab_gguf(path: Path, special: list[str], template: str | None = None) -> Path:
