@@ -13,6 +13,12 @@ from pathlib import Path
 import httpx
 import pytest
 
+# llama.cpp's CPU threads (OpenMP) spin while they wait for work by default. Two test workers each
+# drive servers on two cores, so a spinning server takes the core the other worker's server needs:
+# passive waiting cuts the suite's CPU time by about a fifth and changes no output. Set before
+# anything loads llama.cpp (the servers the tests start inherit it); a value set outside stands.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 from backends.registry import default_model_path
 from tests.servers import (  # noqa: F401  (the server helpers, imported by the tests from here)
     DEFAULT_ARGS,
@@ -138,6 +144,12 @@ def http(server: RunningServer) -> Iterator[httpx.Client]:
 
 def pytest_configure(config: pytest.Config) -> None:
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto`: a worker per core, at most 8 (each keeps a pool of servers in memory)."""
+    return max(1, min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8))
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

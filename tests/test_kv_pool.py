@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import POOL
 
-LONG = " ".join(f"Line {i}: the keeper wrote the weather, the ships and the lamp's oil." for i in range(40))
+# About 340 tokens: more than a slot (256), less than two slots beside a short answer
+LONG = " ".join(f"Line {i}: the keeper wrote the weather, the ships and the lamp's oil." for i in range(20))
 SMALL = {"prompt": "The lighthouse stood", "max_tokens": 12, "temperature": 0}
 
 
@@ -39,7 +40,7 @@ def test_a_request_larger_than_a_slot_gets_the_pool(pooled, server):
 
 
 def test_more_than_the_pool_is_refused_with_the_numbers(pooled):
-    answer = _complete(pooled, {"prompt": LONG + LONG, "max_tokens": 4})
+    answer = _complete(pooled, {"prompt": LONG * 4, "max_tokens": 4})
     assert answer.status_code == 400
     assert "maximum context length is 1024 tokens" in answer.json()["error"]["message"]
 
