@@ -91,9 +91,11 @@ class Places:
         reason = _AT_LINE.sub("", str(error))
         if reason.startswith("Unexpected character: '\\x00'"):
             reason = "unexpected end of file"
-        if line is None and self.repeated:
+        # A key set twice: tomlkit before 0.15.3 gives no line for it, later ones the line and
+        # `Key "id" already exists`; either way the message names the key by its whole path.
+        if self.repeated and (line is None or line == self.repeated[0][1]):
             key, line = self.repeated[0]
-            reason = f"{key_name(key)} is set twice"
+            reason, column = f"{key_name(key)} is set twice", None
         if line is None:
             return f"{self.path}: invalid TOML: {reason}"
         source = self.text.splitlines()[line - 1] if 0 < line <= len(self.text.splitlines()) else ""

@@ -171,6 +171,15 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
     rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.stem, len(rank)))  # stable: each file keeps its order
+    # Schemathesis names each API operation's test `test_x[POST /path]` but, under pytest 9, gives
+    # them all the node id `...::test_x`; pytest-xdist hands out tests by node id, so it would run
+    # the first operation of each and drop the rest. The node id takes the name, as pytest's own.
+    for item in items:
+        if item.parent is not None and not item.nodeid.endswith(f"::{item.name}") and hasattr(item, "_id"):
+            item._id = item.parent.id.child(item.name)
+    seen: set[str] = set()
+    duplicated = [item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)]
+    assert not duplicated, f"tests that share a node id (pytest-xdist would run one of each): {duplicated}"
 
 
 @pytest.fixture
