@@ -43,8 +43,9 @@ from tests.conftest import POOL, SPEC_DIR, TWO_SLOTS, RunningServer
 MAX_EXAMPLES = 40  # per operation, fuzzing phase
 REQUEST_TIMEOUT = 30.0  # seconds per request
 MAX_N = 2
-MAX_TOKENS = 8
+MAX_TOKENS = 4  # a few tokens show the shape of an answer; each costs a decode step
 MAX_PROMPTS = 4  # a list of prompts is a batch: each one is a separate generation
+MAX_TEXT = 200  # characters (or token ids) per generated text
 TOKEN_LIMIT_FIELDS = ("max_tokens", "max_completion_tokens")
 COVERAGE_PHASE = True
 CHAT_PATH = "/v1/chat/completions"
@@ -121,6 +122,18 @@ def _lower(value: Any, limit: int) -> Any:
     return value
 
 
+def _short(value: Any) -> Any:
+    """`value` with every string, and every list of token ids, cut to MAX_TEXT."""
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
+    if isinstance(value, list):
+        items = value[:MAX_TEXT] if all(isinstance(item, int) for item in value) else value
+        return [_short(item) for item in items]
+    if isinstance(value, dict):
+        return {key: _short(item) for key, item in value.items()}
+    return value
+
+
 def bound_body(body: Any, served_model: str, path: str) -> None:
     """Make a generated body cheap to serve and, mostly, aimed at the served model (in place)."""
     if not isinstance(body, dict):
@@ -136,6 +149,10 @@ def bound_body(body: Any, served_model: str, path: str) -> None:
     prompt = body.get("prompt")
     if isinstance(prompt, list) and any(isinstance(item, (str, list)) for item in prompt):
         body["prompt"] = prompt[:MAX_PROMPTS]
+    # Texts and token lists as short as the served doors' (_clip): a long one only costs prefill
+    for field in ("prompt", "messages"):
+        if field in body:
+            body[field] = _short(body[field])
     for field in TOKEN_LIMIT_FIELDS:
         if field in body:
             body[field] = _lower(body[field], MAX_TOKENS)
@@ -199,7 +216,6 @@ def ndjson_lines_conform(document: dict[str, Any], path: str, method: str, respo
 # these two operations put them at Fireworks' documented paths so schemathesis fuzzes them too.
 
 MAX_INPUTS = 4  # embedding inputs or rerank documents per generated body
-MAX_TEXT = 200  # characters per generated text
 
 
 def _retrieval_schema() -> dict[str, Any]:
