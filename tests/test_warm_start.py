@@ -14,7 +14,8 @@ import pytest
 from backends.prompt_store import PromptStore, SavedPrompt, StoreOptions, store_key
 from tests.conftest import start_server, stop_server
 
-SYSTEM = " ".join(f"Rule {i}: answer politely and briefly, in plain words, about the topic asked." for i in range(30))
+# About 200 tokens: well past the store's 32-token minimum, most of each prompt
+SYSTEM = " ".join(f"Rule {i}: answer politely and briefly, in plain words, about the topic asked." for i in range(12))
 ARGS = ("--ctx-size", "1024", "--parallel", "2", "--prompt-cache-disk", "64MiB")
 
 
