@@ -122,15 +122,15 @@ def _lower(value: Any, limit: int) -> Any:
     return value
 
 
-def _short(value: Any) -> Any:
+def _cut_texts(value: Any) -> Any:
     """`value` with every string, and every list of token ids, cut to MAX_TEXT."""
     if isinstance(value, str):
         return value[:MAX_TEXT]
     if isinstance(value, list):
         items = value[:MAX_TEXT] if all(isinstance(item, int) for item in value) else value
-        return [_short(item) for item in items]
+        return [_cut_texts(item) for item in items]
     if isinstance(value, dict):
-        return {key: _short(item) for key, item in value.items()}
+        return {key: _cut_texts(item) for key, item in value.items()}
     return value
 
 
@@ -152,7 +152,7 @@ def bound_body(body: Any, served_model: str, path: str) -> None:
     # Texts and token lists as short as the served doors' (_clip): a long one only costs prefill
     for field in ("prompt", "messages"):
         if field in body:
-            body[field] = _short(body[field])
+            body[field] = _cut_texts(body[field])
     for field in TOKEN_LIMIT_FIELDS:
         if field in body:
             body[field] = _lower(body[field], MAX_TOKENS)
