@@ -138,7 +138,7 @@ def test_openai_sdk_agent_loop(server) -> None:
 
 def test_auto_answers_in_text_or_with_a_valid_call(server) -> None:
     with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda name: ask(server, ASKS[name], parallel_tool_calls=False, max_tokens=100),
+        answers = list(pool.map(lambda name: ask(server, ASKS[name], parallel_tool_calls=False, max_tokens=60),
                                   list(ASKS)[:8]))
     for choice in answers:  # the 135M model mostly answers in text; whatever it does holds
         message = choice["message"]
