@@ -34,6 +34,14 @@ def ask(server, question: str, **fields) -> dict:
     return response.json()["choices"][0]
 
 
+def ask_all(server, requests: list[tuple[str, dict]]) -> list[dict]:
+    """The answers to (question, fields) pairs, decoded side by side in one batch; the first alone,
+    so that the others start from the tools' prefill it leaves in its slot."""
+    first = ask(server, requests[0][0], **requests[0][1])
+    with ThreadPoolExecutor(4) as pool:
+        return [first, *pool.map(lambda request: ask(server, request[0], **request[1]), requests[1:])]
+
+
 def valid_call(call: dict, expected: str | None = None) -> None:
     assert call["type"] == "function" and call["id"]
     name = call["function"]["name"]
@@ -55,10 +63,7 @@ def test_required_and_named_calls_always_validate(server) -> None:
     # one call each: with parallel calls allowed, a 135M model may go on calling until max_tokens
     required = [(ASKS[name], {"tool_choice": "required", "parallel_tool_calls": False}, None) for name in list(ASKS)[:6]]
     jobs = [(question, {**fields, "max_tokens": CALL_BUDGET}, name) for question, fields, name in named + required]
-    # the first alone: the others start from the tools' prefill it leaves in its slot
-    answers = [(ask(server, jobs[0][0], **jobs[0][1]), jobs[0][2])]
-    with ThreadPoolExecutor(4) as pool:
-        answers += pool.map(lambda job: (ask(server, job[0], **job[1]), job[2]), jobs[1:])
+    answers = zip(ask_all(server, [(question, fields) for question, fields, _ in jobs]), [job[2] for job in jobs])
     failures = []
     for choice, expected in answers:
         try:
@@ -137,9 +142,7 @@ def test_openai_sdk_agent_loop(server) -> None:
 
 
 def test_auto_answers_in_text_or_with_a_valid_call(server) -> None:
-    with ThreadPoolExecutor(4) as pool:
-        answers = list(pool.map(lambda name: ask(server, ASKS[name], parallel_tool_calls=False, max_tokens=60),
-                                  list(ASKS)[:8]))
+    answers = ask_all(server, [(ASKS[name], {"parallel_tool_calls": False, "max_tokens": 60}) for name in list(ASKS)[:8]])
     for choice in answers:  # the 135M model mostly answers in text; whatever it does holds
         message = choice["message"]
         if choice["finish_reason"] == "tool_calls":
@@ -158,9 +161,9 @@ def test_tools_with_a_response_format_answer_in_the_format_or_call(server, quest
     """tool_choice auto with a response_format: the answer is a valid call, or JSON valid under the
     format's schema (never free text)."""
     fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
-    for seed in range(3):
-        # 512 tokens: an answer under ANSWER_SCHEMA (at most 495 bytes) ends on any machine
-        choice = ask(server, question, response_format=fmt, temperature=0.8, seed=seed, max_tokens=512)
+    # 512 tokens: an answer under ANSWER_SCHEMA (at most 495 bytes) ends on any machine
+    fields = {"response_format": fmt, "temperature": 0.8, "max_tokens": 512}
+    for choice in ask_all(server, [(question, {**fields, "seed": seed}) for seed in range(3)]):
         if choice["message"].get("tool_calls"):
             # "length": the grammar lets parallel calls follow, and a sampled run may spend the
             # rest of max_tokens on the newlines between them; the calls made stand either way
