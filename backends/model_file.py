@@ -59,11 +59,10 @@ def first_change(stamps: tuple[FileStamp, ...]) -> str | None:
 
 def gguf_parts(path: Path) -> list[Path]:
     """The files of a (possibly split) GGUF: `name-00001-of-00003.gguf` and its siblings."""
-    stem = path.stem
-    marker = stem.rfind("-00001-of-")
-    if marker < 0 or not path.exists():
-        return [path] if path.exists() else []
-    count = stem[marker + len("-00001-of-"):]
-    base = stem[:marker]
-    return [path.with_name(f"{base}-{i:05d}-of-{count}.gguf") for i in range(1, int(count) + 1)
-            if path.with_name(f"{base}-{i:05d}-of-{count}.gguf").exists()]
+    if not path.exists():
+        return []
+    base, marker, count = path.stem.rpartition("-00001-of-")
+    if not marker:
+        return [path]
+    parts = (path.with_name(f"{base}-{i:05d}-of-{count}.gguf") for i in range(1, int(count) + 1))
+    return [part for part in parts if part.exists()]

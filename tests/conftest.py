@@ -7,6 +7,7 @@ import os
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -177,8 +178,7 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for item in items:
         if item.parent is not None and not item.nodeid.endswith(f"::{item.name}") and hasattr(item, "_id"):
             item._id = item.parent.id.child(item.name)
-    seen: set[str] = set()
-    duplicated = [item.nodeid for item in items if item.nodeid in seen or seen.add(item.nodeid)]
+    duplicated = [nodeid for nodeid, count in Counter(item.nodeid for item in items).items() if count > 1]
     assert not duplicated, f"tests that share a node id (pytest-xdist would run one of each): {duplicated}"
 
 
