@@ -42,10 +42,12 @@ from app.server.sse import Framing
 from app.stream_buffer import ChunkBuffer, Entry, Piece
 from app.upstream import start_upstream
 from app.usage import RequestClock, UsageCounter
-from backends.engine import QueueFull
+from backends.embedder import EmbeddingError
+from backends.engine import JobTooLarge, QueueFull
 from backends.jobs import (
     ChoiceFinished,
     EmbeddingJob,
+    Event,
     GenerationJob,
     JobFailed,
     JobHandle,
@@ -169,13 +171,23 @@ def submit(served: ServedModel, job: GenerationJob | EmbeddingJob) -> JobHandle:
         return served.engine.submit(job)
     except QueueFull as full:
         raise TooManyRequests(str(full), full.retry_after) from None
+    except JobTooLarge as large:
+        raise BadRequest(str(large), param="max_tokens" if large.prompt_tokens <= large.limit else "prompt",
+                         code="context_length_exceeded") from None
+
+
+class ClientLeft(Exception):
+    """The client went away before its job finished: the job was cancelled and nobody reads an answer."""
 
 
 def _failure(event: JobFailed) -> ApiError:
+    """The one mapping of an engine failure to an API error, for every door and every kind of job."""
     error = event.error
     if isinstance(error, WorkerLost):  # the model's RPC worker went away: the model is unavailable
         return ModelUnavailable(str(error))
-    return error if isinstance(error, ApiError) else EngineFailure(f"generation failed: {error}")
+    if isinstance(error, EmbeddingError):  # an input the embedding context cannot take
+        return BadRequest(str(error), param=getattr(error, "param", None) or "input")
+    return error if isinstance(error, ApiError) else EngineFailure(f"the engine failed: {error}")
 
 
 def _prompt_entries(handle: JobHandle, event: PromptLogprobs) -> list[Entry]:
@@ -189,14 +201,30 @@ async def _cancel_when_client_leaves(handle: JobHandle, receive: Receive) -> Non
     handle.cancel()
 
 
+async def job_events(handle: JobHandle, receive: Receive) -> AsyncIterator[Event]:
+    """A submitted job's events until it is done, for an answer sent whole: a client that goes
+    away meanwhile cancels the job (then `ClientLeft` is raised); a failure is raised as its
+    `ApiError`. Leaving the loop early cancels the job too."""
+    watcher = asyncio.create_task(_cancel_when_client_leaves(handle, receive))
+    try:
+        async for event in handle.events():
+            if isinstance(event, JobFailed):
+                raise _failure(event)
+            yield event
+        if handle.cancelled:
+            raise ClientLeft
+    finally:
+        watcher.cancel()
+        handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
+
+
 async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> tuple[list[ChoiceResult], UsageCounter]:
     """Wait for every choice of a job; a client that goes away meanwhile cancels it."""
     results = [ChoiceResult() for _ in range(handle.job.choice_count)]
     counter = UsageCounter(handle.job.n)
     track(counter, clock, [result.parts for result in results])
-    watcher = asyncio.create_task(_cancel_when_client_leaves(handle, receive))
     try:
-        async for event in handle.events():
+        async for event in job_events(handle, receive):
             if isinstance(event, TextDelta):
                 result = results[event.choice]
                 if event.text:
@@ -212,11 +240,9 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
                     clock.token(event.first_token_at)
             elif isinstance(event, PromptLogprobs):
                 results[event.choice].prompt_logprobs = _prompt_entries(handle, event)
-            else:
-                raise _failure(event)
+    except ClientLeft:
+        pass  # the shaper writes what there is; nobody reads it
     finally:
-        watcher.cancel()
-        handle.cancel()  # a no-op once finished; frees the slots if we were cancelled
         counter.add_unfinished(handle)
     clock.finish()
     return results, counter

@@ -74,8 +74,8 @@ class EmbeddingContext:
         # llama.cpp pools for models that declare pooling; a generative model is read at its last token
         self._pools_inside = declared is not None
         if not self._pools_inside and self.pooling != Pooling.last:
-            raise ValueError(f"a generative model embeds by its last token; {self.pooling.name} pooling needs a "
-                             "model that declares it")
+            raise EmbeddingError(f"a generative model embeds by its last token; {self.pooling.name} pooling needs a "
+                                 "model that declares it", param="model")
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = ctx_size
         # a non-causal model (BERT) must see each input whole in one micro-batch

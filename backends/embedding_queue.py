@@ -39,6 +39,11 @@ class EmbeddingQueue:
         return bool(self._waiting)
 
     @property
+    def waiting(self) -> int:
+        """Inputs queued and not embedded yet (read from other threads: a size, safe under the GIL)."""
+        return len(self._waiting)
+
+    @property
     def input_limit(self) -> int:
         """The most tokens one input may hold: the embedding context's size."""
         size = min(self._options.ctx_size, self._model.n_ctx_train or self._options.ctx_size)

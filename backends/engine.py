@@ -73,6 +73,16 @@ class DecodeError(Exception):
     """llama_decode failed for one request's tokens; that request fails, the others go on."""
 
 
+class JobTooLarge(ValueError):
+    """A choice needs more KV cells (prompt and completion budget) than the pool can ever give: it
+    is refused at once rather than left waiting, and blocking the queue, for room that never comes."""
+
+    def __init__(self, need: int, prompt_tokens: int, limit: int):
+        super().__init__(f"This model's maximum context length is {limit} tokens. However, this request needs {need} "
+                         f"tokens ({prompt_tokens} in the prompt, {need - prompt_tokens} for the completion).")
+        self.need, self.prompt_tokens, self.limit = need, prompt_tokens, limit
+
+
 class QueueFull(Exception):
     """More requests wait for a slot than `max_queue` allows."""
 
@@ -102,6 +112,7 @@ class EngineLoad:
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started yet
     kv_used: int = 0  # cache positions the slots hold (running and kept for reuse)
+    queued_embeddings: int = 0  # inputs of embedding and ranking jobs not embedded yet
 
 
 class Engine:
@@ -159,7 +170,13 @@ class Engine:
         return self._embeddings.input_limit
 
     def submit(self, job: GenerationJob | EmbeddingJob) -> JobHandle:
-        """Queue a job, or raise QueueFull when `max_queue` requests already wait for a slot."""
+        """Queue a job; raise JobTooLarge for one the KV pool can never hold, QueueFull when
+        `max_queue` requests already wait for a slot."""
+        if isinstance(job, GenerationJob):
+            for prompt in job.prompts:
+                need = _need(prompt.tokens, prompt.max_tokens)
+                if need > self.request_limit:
+                    raise JobTooLarge(need, len(prompt.tokens), self.request_limit)
         handle = JobHandle(job, asyncio.get_running_loop())
         if self.abandoned is not None:
             handle.deliver([JobFailed(self.abandoned)])
@@ -182,6 +199,7 @@ class Engine:
             queued_choices=len(self._waiting),
             queued_requests=len(self._unstarted),
             kv_used=sum(len(slot.tokens) for slot in self._slots),
+            queued_embeddings=self._embeddings.waiting,
         )
 
     def abort(self, error: Exception) -> None:

@@ -202,3 +202,32 @@ def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchang
         model.close()
     assert len(moved) > 20 and moved == alone
     assert slot1[: len(third)] == third  # it finished in slot 1, the gap it was moved into
+
+
+def test_a_job_larger_than_the_pool_is_refused_at_once_and_never_blocks_the_queue(model_path):
+    """Real engine, no HTTP: a job whose KV need (prompt and completion budget) is more than the
+    pool can ever give raises at submit, with the numbers; one within the pool still runs."""
+    from backends.engine import Engine, EngineOptions, JobTooLarge
+    from backends.jobs import ChoiceFinished, GenerationJob, PromptSpec, SamplingParams
+    from backends.llama_model import LlamaModel, ModelOptions
+
+    model = LlamaModel(model_path, ModelOptions())
+    engine = Engine(model, EngineOptions(ctx_size=64, parallel=2, threads=2))
+    prompt = tuple(model.tokenize("word " * 100, add_special=True, parse_special=False))
+    greedy = SamplingParams(temperature=0, ignore_eos=True)
+
+    async def scenario() -> list[str]:
+        with pytest.raises(JobTooLarge) as refused:
+            engine.submit(GenerationJob((PromptSpec(prompt, 40),), 1, greedy))
+        assert (refused.value.need, refused.value.limit) == (len(prompt) + 40, engine.request_limit)
+        assert str(engine.request_limit) in str(refused.value) and str(len(prompt) + 40) in str(refused.value)
+        within = engine.submit(GenerationJob((PromptSpec(prompt[:100], engine.request_limit - 100),), 1, greedy))
+        return [event.finish_reason async for event in within.events() if isinstance(event, ChoiceFinished)]
+
+    try:
+        assert engine.request_limit == 128  # two slots of 64: a request may take the whole pool
+        assert asyncio.run(scenario()) == ["length"]
+        assert engine.load().queued_choices == 0
+    finally:
+        engine.close()
+        model.close()

@@ -268,8 +268,12 @@ def test_unknown_ids_models_and_bad_bodies(server, openai_client) -> None:
                                  "code": "previous_response_not_found"}
     unknown = create(server, input="Hi", model="no-such-model")
     assert unknown.status_code == 404 and unknown.json()["error"]["code"] == "model_not_found"
-    for body, loc in (({"input": "Hi", "colour": "blue"}, ["body", "colour"]),
-                      ({"input": "Hi", "temperature": "hot"}, ["body", "temperature"]),
-                      ({"input": [{"role": "robot", "content": "Hi"}]}, ["body", "input", 0, "role"])):
+    # schema errors as OpenAI answers them: a 400 in its error body, naming the parameter
+    for body, param, code in (({"input": "Hi", "colour": "blue"}, "colour", "unknown_parameter"),
+                              ({"input": "Hi", "temperature": "hot"}, "temperature", "invalid_type"),
+                              ({"input": [{"role": "robot", "content": "Hi"}]}, "input[0].role", "invalid_value")):
         response = create(server, **body)
-        assert response.status_code == 422 and response.json()["detail"][0]["loc"] == loc
+        assert response.status_code == 400, response.text
+        error = response.json()["error"]
+        assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code), error
+        assert error["message"].startswith(f"{param}: ")

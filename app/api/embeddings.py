@@ -24,18 +24,19 @@ import msgspec
 import numpy as np
 from litestar import Request, post
 from litestar.response import Response
+from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
 from app.api.embedding_inputs import Item, format_objects, parse_inputs
 from app.api.fireworks.perf_metrics import perf_headers
 from app.api.fireworks.routes import API_PREFIXES
-from app.run import acquire_model, submit
-from app.server.errors import BadRequest, EngineFailure, decode_body
+from app.run import acquire_model, job_events, submit
+from app.server.errors import BadRequest, decode_body
 from app.server.request_log import note_caller, track
 from app.server.state import request_context
 from app.usage import RequestClock, UsageCounter
-from backends.embedder import EmbeddingError, Pooling, declared_pooling
-from backends.jobs import Embedded, EmbeddingJob, JobFailed
+from backends.embedder import Pooling, declared_pooling
+from backends.jobs import Embedded, EmbeddingJob
 from backends.registry import Lease
 
 
@@ -128,9 +129,10 @@ def shape_vector(vector: np.ndarray, plan: EmbeddingPlan) -> np.ndarray:
     return np.asarray(vector, dtype=np.float32)
 
 
-async def embed_on(lease: Lease, plan: EmbeddingPlan) -> tuple[list[np.ndarray], int]:
+async def embed_on(lease: Lease, plan: EmbeddingPlan, receive: Receive) -> tuple[list[np.ndarray], int]:
     """The plan's vectors, shaped as asked (`shape_vector`), and the prompt tokens they took, on a
-    model the caller holds a lease on (other dialects' embedding routes share this path)."""
+    model the caller holds a lease on (other dialects' embedding routes share this path); a client
+    that leaves (`receive`) cancels the job."""
     model = lease.served.model
     if declared_pooling(model) == Pooling.rank and plan.logits is None:
         raise BadRequest(f"{plan.model} is a cross-encoder: it scores (query, document) pairs and has no "
@@ -149,16 +151,10 @@ async def embed_on(lease: Lease, plan: EmbeddingPlan) -> tuple[list[np.ndarray],
         if plan.truncate:
             tokens = tokens[:lease.served.engine.embedding_input_limit]
         inputs.append(tokens)
-    handle = submit(lease.served, EmbeddingJob(tuple(inputs), plan.logits))
     vectors: dict[int, np.ndarray] = {}
-    async for event in handle.events():
-        if isinstance(event, Embedded):
-            vectors[event.choice] = event.vector
-        elif isinstance(event, JobFailed):
-            error = event.error
-            if isinstance(error, EmbeddingError | ValueError):
-                raise BadRequest(str(error), param=getattr(error, "param", "input"))
-            raise EngineFailure(f"embedding failed: {error}")
+    async for event in job_events(submit(lease.served, EmbeddingJob(tuple(inputs), plan.logits)), receive):
+        assert isinstance(event, Embedded)
+        vectors[event.choice] = event.vector
     return [shape_vector(vectors[index], plan) for index in range(len(inputs))], sum(map(len, inputs))
 
 
@@ -170,7 +166,7 @@ async def create_embeddings(request: Request) -> Response:
     lease = await acquire_model(context.registry, plan.model, "embedding")
     try:
         note_caller(plan.user, None)
-        vectors, prompt_tokens = await embed_on(lease, plan)
+        vectors, prompt_tokens = await embed_on(lease, plan, context.receive)
     finally:
         lease.release()
     clock.finish()

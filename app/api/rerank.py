@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import msgspec
 from litestar import Request, post
 from litestar.response import Response
+from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
 from app.api.fireworks.routes import API_PREFIXES
@@ -27,18 +28,17 @@ from app.chat_formats import chat_format
 from app.plan import Conversation
 from app.prepare import require_generative
 from app.prompts import Prompt, chat_prompt
-from app.run import acquire_model, submit
-from app.server.errors import BadRequest, EngineFailure, decode_body
+from app.run import acquire_model, job_events, submit
+from app.server.errors import BadRequest, decode_body
 from app.server.request_log import track
 from app.server.state import request_context
 from app.usage import RequestClock, UsageCounter
 from backends.cross_encoder import RankingError, pair_tokens, relevance
-from backends.embedder import EmbeddingError, Pooling, declared_pooling
+from backends.embedder import Pooling, declared_pooling
 from backends.jobs import (
     Embedded,
     EmbeddingJob,
     GenerationJob,
-    JobFailed,
     LogprobOptions,
     PromptLogprobs,
     PromptSpec,
@@ -138,11 +138,11 @@ async def create_rerank(request: Request) -> Response:
             if wire.task is not None:
                 raise BadRequest(f"{served.id} is a cross-encoder: it reads the query and document alone and "
                                  "takes no task", param="task")
-            scores, prompt_tokens = await _cross_encoder_scores(served, plan)
+            scores, prompt_tokens = await _cross_encoder_scores(served, plan, context.receive)
         else:
             require_generative(served, "it does not rank documents (it embeds them; a cross-encoder or a chat "
                                        "model ranks)")
-            scores, prompt_tokens = await _llm_scores(served, plan)
+            scores, prompt_tokens = await _llm_scores(served, plan, context.receive)
     finally:
         lease.release()
     clock.finish()
@@ -154,45 +154,50 @@ async def create_rerank(request: Request) -> Response:
     return Response(msgspec.json.encode(body), media_type="application/json")
 
 
-async def _cross_encoder_scores(served: ServedModel, plan: RerankPlan) -> tuple[list[float], int]:
+async def _cross_encoder_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -> tuple[list[float], int]:
     """Each (query, document) pair read by a cross-encoder in one embedding batch."""
     model = served.model
     pairs = await asyncio.to_thread(lambda: [tuple(pair_tokens(model, plan.query, document))
                                              for document in plan.documents])
+    limit = served.engine.embedding_input_limit
+    for index, pair in enumerate(pairs):
+        if len(pair) > limit:
+            raise BadRequest(f"documents[{index}]: the query and this document make {len(pair)} tokens; this model "
+                             f"reads at most {limit} at once", param="documents", code="context_length_exceeded")
     scores: dict[int, float] = {}
-    async for event in submit(served, EmbeddingJob(tuple(pairs))).events():
-        if isinstance(event, Embedded):
-            try:
-                scores[event.choice] = relevance(model, event.vector)
-            except RankingError as error:
-                raise BadRequest(str(error), param="model") from None
-        elif isinstance(event, JobFailed):
-            if isinstance(event.error, EmbeddingError):
-                raise BadRequest(f"a query and document pair: {event.error}", param="documents")
-            raise EngineFailure(f"ranking failed: {event.error}")
+    async for event in job_events(submit(served, EmbeddingJob(tuple(pairs))), receive):
+        assert isinstance(event, Embedded)
+        try:
+            scores[event.choice] = relevance(model, event.vector)
+        except RankingError as error:
+            raise BadRequest(str(error), param="model") from None
     return [scores[index] for index in range(len(pairs))], sum(len(pair) for pair in pairs)
 
 
-async def _llm_scores(served: ServedModel, plan: RerankPlan) -> tuple[list[float], int]:
+async def _llm_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -> tuple[list[float], int]:
     """Each document judged by a chat model: P(yes) / (P(yes) + P(no)) at the answer's start."""
     model, chat = served.model, chat_format(served)
     yes, no = _answer_token(model, "yes"), _answer_token(model, "no")
     reasoning = ReasoningRequest(effort="none") if chat.family.reasons else ReasoningRequest()
+    limit = served.engine.request_limit
     prompts = []
-    for document in plan.documents:
+    for index, document in enumerate(plan.documents):
         question = f"<Instruct>: {plan.task}\n<Query>: {plan.query}\n<Document>: {document}"
         prompt = await asyncio.to_thread(_judge_prompt, model, chat, question, reasoning)
+        if len(prompt.tokens) + 1 > limit:  # the judging prompt and its answer token
+            raise BadRequest(f"documents[{index}]: judging this document takes {len(prompt.tokens) + 1} tokens "
+                             f"(the query, the task and the document in the model's chat template); this model's "
+                             f"maximum context length is {limit} tokens", param="documents",
+                             code="context_length_exceeded")
         prompts += [PromptSpec((*prompt.tokens, yes), 0), PromptSpec((*prompt.tokens, no), 0)]
     job = GenerationJob(tuple(prompts), 1, SamplingParams(temperature=0), stream=False,
                         logprobs=LogprobOptions(prompt_last=1))
     answer_logprob: dict[int, float] = {}
-    async for event in submit(served, job).events():
+    async for event in job_events(submit(served, job), receive):
         if isinstance(event, PromptLogprobs):
             last = event.entries[-1]
             assert last is not None
             answer_logprob[event.choice] = last.logprob
-        elif isinstance(event, JobFailed):
-            raise EngineFailure(f"ranking failed: {event.error}")
     scores = []
     for index in range(len(plan.documents)):
         p_yes, p_no = math.exp(answer_logprob[2 * index]), math.exp(answer_logprob[2 * index + 1])

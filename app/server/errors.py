@@ -75,6 +75,15 @@ class TooManyRequests(ApiError):
         super().__init__(message, code="server_busy", headers={"Retry-After": str(retry_after)})
 
 
+class BodyTooLarge(ApiError):
+    """A request body over the server's limit (413; the connection closes, the rest is not read)."""
+
+    status_code = 413
+
+    def __init__(self, message: str):
+        super().__init__(message, code="request_too_large", headers={"Connection": "close"})
+
+
 class ModelUnavailable(ApiError):
     """A known model that cannot be loaded now (its file is missing or unreadable)."""
 

@@ -17,6 +17,7 @@ class ModelHealth(msgspec.Struct):
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started (bounded by --max-queue)
     kv_used: int  # cache positions the slots hold (running requests and prefixes kept for reuse)
+    queued_embeddings: int  # inputs of embedding and rerank requests not embedded yet
 
 
 class Health(msgspec.Struct):

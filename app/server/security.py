@@ -14,13 +14,12 @@ import hmac
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from litestar import Request, Response
+from litestar import Request
 from litestar.datastructures import Headers, MutableScopeHeaders
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.middleware import DefineMiddleware
 from litestar.types import Guard
 
-from app.server.errors import ApiError, ErrorBody, ErrorResponse
+from app.server.errors import ApiError, BodyTooLarge
 from app.server.security_settings import SecuritySettings, key_digest
 from app.sizes import format_size
 
@@ -168,12 +167,11 @@ def cors_middleware(settings: SecuritySettings) -> list[DefineMiddleware]:
 
 # --- body size -------------------------------------------------------------------------------
 
-def body_too_large(request: Request, _: RequestEntityTooLarge) -> Response:
-    """413 in OpenAI's shape. Litestar raises it from `request.body()` before reading anything when
-    Content-Length is over the limit, or as soon as a chunked upload passes it, so at most the limit
-    is ever held in memory."""
+def body_too_large(request: Request) -> BodyTooLarge:
+    """The 413 for a body over the limit. Litestar raises `RequestEntityTooLarge` from
+    `request.body()` before reading anything when Content-Length is over the limit, or as soon as
+    a chunked upload passes it, so at most the limit is ever held in memory."""
     limit = request.route_handler.resolve_request_max_body_size()
-    message = f"Request body too large: the limit is {format_size(limit)}." if limit else "Request body too large."
-    body = ErrorResponse(ErrorBody(message, "invalid_request_error", None, "request_too_large"))
-    return Response(body, status_code=413, headers={"Connection": "close"})
+    return BodyTooLarge(f"Request body too large: the limit is {format_size(limit)}." if limit
+                        else "Request body too large.")
 

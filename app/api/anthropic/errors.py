@@ -9,20 +9,14 @@ not the 422 of the other dialects, because Anthropic answers them so and its SDK
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 import msgspec
-from litestar import Request, Response
-from litestar.exceptions import HTTPException
-from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
 from app.api.anthropic.responses import ErrorDetail, ErrorEvent, ErrorType
-from app.server import security
-from app.server.errors import ApiError, ErrorResponse, RequestValidationError
+from app.api.common.errors import error_handlers, validation_message
+from app.server.errors import ApiError, RequestValidationError
 from app.server.sse import SSE_HEADERS, Framing
-
-log = logging.getLogger("fireside.anthropic")
 
 # Anthropic's error type for each status (https://docs.anthropic.com/en/api/errors)
 _TYPES: dict[int, ErrorType] = {
@@ -45,44 +39,16 @@ def from_api_error(error: ApiError) -> ErrorEvent:
     return error_body(error.status_code, error.message)
 
 
-def _api_error(_: Request, error: ApiError) -> Response:
-    return Response(from_api_error(error), status_code=error.status_code, headers=error.headers)
+class AnthropicShape:
+    @staticmethod
+    def body(status: int, message: str, _: ApiError | None) -> ErrorEvent:
+        return error_body(status, message)
+
+    def invalid(self, error: RequestValidationError) -> tuple[int, Any]:
+        return 400, error_body(400, validation_message(error))
 
 
-def validation_message(error: RequestValidationError) -> str:
-    item = error.items[0]
-    where = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in item.loc[1:]).lstrip(".")
-    return f"{where}: {item.msg}" if where else item.msg
-
-
-def _validation_error(_: Request, error: RequestValidationError) -> Response:
-    return Response(error_body(400, validation_message(error)), status_code=400)
-
-
-def _http_error(_: Request, error: HTTPException) -> Response:
-    return Response(error_body(error.status_code, str(error.detail)), status_code=error.status_code,
-                    headers=error.headers)
-
-
-def _too_large(request: Request, error: RequestEntityTooLarge) -> Response:
-    openai_shaped = security.body_too_large(request, error)
-    assert isinstance(openai_shaped.content, ErrorResponse)
-    return Response(error_body(413, openai_shaped.content.error.message), status_code=413,
-                    headers={"Connection": "close"})
-
-
-def _unexpected_error(_: Request, error: Exception) -> Response:
-    log.exception("unhandled error", exc_info=error)
-    return Response(error_body(500, f"internal error: {type(error).__name__}"), status_code=500)
-
-
-EXCEPTION_HANDLERS: dict[Any, Any] = {
-    ApiError: _api_error,
-    RequestValidationError: _validation_error,
-    RequestEntityTooLarge: _too_large,
-    HTTPException: _http_error,
-    Exception: _unexpected_error,
-}
+EXCEPTION_HANDLERS = error_handlers(AnthropicShape())
 
 _encoder = msgspec.json.Encoder()
 

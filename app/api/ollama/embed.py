@@ -37,7 +37,7 @@ async def _embed(context: RequestContext, plan: EmbeddingPlan, options: dict | N
         check_num_ctx(checked, lease.served.engine.ctx_size)
         if seconds is not None:
             context.registry.keep_alive(plan.model, seconds)
-        vectors, prompt_tokens = await embed_on(lease, plan)
+        vectors, prompt_tokens = await embed_on(lease, plan, context.receive)
     finally:
         lease.release()
     context.clock.finish()

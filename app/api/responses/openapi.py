@@ -18,7 +18,7 @@ from app.api.responses.objects import (
     TextDoneEvent,
 )
 from app.api.responses.requests import ResponsesRequest
-from app.server.errors import ErrorResponse, HTTPValidationError
+from app.server.errors import ErrorResponse
 
 EVENTS = [ResponseEvent, OutputItemEvent, ContentPartEvent, TextDeltaEvent, TextDoneEvent, ArgumentsDeltaEvent,
           ArgumentsDoneEvent]
@@ -39,9 +39,9 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
                 "200": {"description": "The response, or (stream: true) its events",
                         "content": {**json(Response),
                                     "text/event-stream": {"schema": {"anyOf": [ref(event) for event in EVENTS]}}}},
-                "400": {"description": "The request means something the server refuses", "content": json(ErrorResponse)},
+                "400": {"description": "The body breaks the schema (as OpenAI answers it, naming the parameter), or "
+                               "means something the server refuses", "content": json(ErrorResponse)},
                 "404": {"description": "Unknown model or previous_response_id", "content": json(ErrorResponse)},
-                "422": {"description": "Validation Error", "content": json(HTTPValidationError)},
             },
         }},
         "/v1/responses/{response_id}": {

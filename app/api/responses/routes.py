@@ -5,10 +5,11 @@ from __future__ import annotations
 import asyncio
 from typing import Annotated, Literal
 
-from litestar import Request, delete, get, post
+from litestar import Request, Router, delete, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream
 
+from app.api.common.errors import OpenAIShape, error_handlers
 from app.api.responses.create import NotStored, create_response
 from app.api.responses.objects import DeletedResponse, InputItemList
 from app.api.responses.store import response_store
@@ -64,4 +65,6 @@ async def input_items(response_id: FromPath[str],
                          len(items) > limit)
 
 
-ROUTES = [create, retrieve, remove, input_items]
+# OpenAI's error body on these paths, schema errors included (a 400 naming the parameter)
+ROUTES = [Router("", route_handlers=[create, retrieve, remove, input_items],
+                 exception_handlers=error_handlers(OpenAIShape()))]

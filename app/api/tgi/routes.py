@@ -4,10 +4,12 @@ chooses). Errors on them are TGI's `{"error", "error_type"}`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from litestar import Request, Response, Router, post
-from litestar.exceptions import HTTPException
 from litestar.response import Stream
 
+from app.api.common.errors import error_handlers, validation_message
 from app.api.tgi.plan import tgi_plan
 from app.api.tgi.shaper import TgiShaper, error_body
 from app.api.tgi.wire import TgiError, TgiGenerateRequest
@@ -58,21 +60,16 @@ async def compat_generate(request: Request) -> Response | Stream:
     return await _generate(request, stream=None, listed=True)
 
 
-def _api_error(_: Request, error: ApiError) -> Response:
-    return Response(error_body(error), status_code=error.status_code, headers=error.headers)
+class TgiShape:
+    """TGI's `{"error", "error_type"}`; its schema errors are 422 `validation`."""
+
+    @staticmethod
+    def body(status: int, message: str, _: ApiError | None) -> TgiError:
+        return error_body(status, message)
+
+    def invalid(self, error: RequestValidationError) -> tuple[int, Any]:
+        return 422, TgiError(validation_message(error), "validation")
 
 
-def _validation_error(_: Request, error: RequestValidationError) -> Response:
-    item = error.items[0] if error.items else None
-    where = ".".join(str(part) for part in item.loc[1:]) if item is not None else ""
-    message = f"{where}: {item.msg}" if item is not None and where else str(error)
-    return Response(TgiError(message, "validation"), status_code=422)
-
-
-def _http_error(_: Request, error: HTTPException) -> Response:
-    kind = "validation" if error.status_code < 500 else "generation"
-    return Response(TgiError(str(error.detail), kind), status_code=error.status_code, headers=error.headers)
-
-
-ROUTES = [Router("", route_handlers=[generate, generate_stream, compat_generate], exception_handlers={
-    ApiError: _api_error, RequestValidationError: _validation_error, HTTPException: _http_error})]
+ROUTES = [Router("", route_handlers=[generate, generate_stream, compat_generate],
+                 exception_handlers=error_handlers(TgiShape()))]

@@ -40,9 +40,8 @@ ERROR_TYPES = {404: "not_found", 429: "overloaded", 503: "overloaded", 401: "aut
 UNKNOWN_TOKEN = -1  # the id of a token an upstream server generated (it sends text, not ids)
 
 
-def error_body(error: ApiError) -> TgiError:
-    kind = ERROR_TYPES.get(error.status_code, "generation" if error.status_code >= 500 else "validation")
-    return TgiError(error.message, kind)
+def error_body(status: int, message: str) -> TgiError:
+    return TgiError(message, ERROR_TYPES.get(status, "generation" if status >= 500 else "validation"))
 
 
 def finish_reason(reason: str, stop_sequence: str | None) -> FinishReason:
@@ -129,7 +128,7 @@ class TgiShaper:
         return None  # TGI's streams carry no usage event (the plan never asks for one)
 
     def failed(self, error: ApiError) -> TgiError:
-        return error_body(error)
+        return error_body(error.status_code, error.message)
 
     # ---- a whole answer ----------------------------------------------------------------------
 

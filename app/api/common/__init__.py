@@ -1,0 +1,1 @@
+"""What every front door shares and no door owns (DESIGN: `app/api/common/`)."""
