@@ -106,7 +106,7 @@ class ModelSpec:
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)
     tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers
-    upstream: Upstream | None = None  # runs on another server (app/upstream.py): never loaded here, `path` unused
+    upstream: Upstream | None = None  # runs on another server (app/pipeline/upstream/answer.py): never loaded here, `path` unused
     eager: bool = True  # loaded at start-up (command-line models) rather than on first use
     # Reads this model's settings again where they came from (the config file), before each load:
     # the spec as it is now. Raises ModelLoadError when the model is no longer there, and

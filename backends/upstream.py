@@ -1,6 +1,6 @@
 """Upstream servers: a configured model that runs on another OpenAI-compatible server (vLLM,
 Fireworks, another Fireside) rather than in llama.cpp here. This module is the HTTP side: where
-the server is, its key, one streamed POST, and what goes wrong on the way. `app.upstream` turns
+the server is, its key, one streamed POST, and what goes wrong on the way. `app.pipeline.upstream.answer` turns
 request plans into its bodies and its answers into the engine's events.
 """
 

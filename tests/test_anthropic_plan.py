@@ -28,15 +28,15 @@ from app.api.anthropic.wire import (
     ToolChoiceNone,
     ToolChoiceTool,
 )
-from app.plan import IMAGE_MARKER, ImageRef
-from app.server.errors import (
+from app.api.common.decode import decode_body
+from app.pipeline.errors import (
     ApiError,
     BadRequest,
     EngineFailure,
     RequestValidationError,
     TooManyRequests,
-    decode_body,
 )
+from app.pipeline.plan import IMAGE_MARKER, ImageRef
 from backends.stops import StopMatcher
 from templates.chat_output import OutputEvent
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import atomic_file
-from app.config import add_model, load_config, remove_model
+from app.settings import atomic_file
+from app.settings.config import add_model, load_config, remove_model
 from tests.cli_runner import CliResult, run_cli
 from tests.conftest import (
     OutputReader,

@@ -201,7 +201,7 @@ def test_pooling_is_set_per_model_in_the_config(tmp_path) -> None:
     """`pooling = "cls"` makes the BERT model pool by its [CLS] position: a vector other than its
     own mean pooling; a generative model cannot pool by the mean and says so; a pooling the config
     cannot name is refused when the config is read."""
-    from app.config import ConfigError, load_config
+    from app.settings.config import ConfigError, load_config
     from backends.registry import default_model_path
 
     config = tmp_path / "config.toml"

@@ -7,7 +7,7 @@ import subprocess
 import httpx
 import pytest
 
-from app.config import ConfigError, load_config
+from app.settings.config import ConfigError, load_config
 from backends.kv_cache import kv_size
 from backends.llama_model import LlamaModel, ModelOptions
 from tests.conftest import FIRESIDE, start_server, stop_server

@@ -1,4 +1,4 @@
-"""app/media.py without a server: data: URIs, and which http(s) hosts may be fetched."""
+"""app/media/fetch.py without a server: data: URIs, and which http(s) hosts may be fetched."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.media import DEFAULT_MEDIA, MediaError, MediaPolicy, media_bytes
+from app.media.fetch import DEFAULT_MEDIA, MediaError, MediaPolicy, media_bytes
 
 
 def fetch(url: str, policy: MediaPolicy = DEFAULT_MEDIA) -> bytes:

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.config import (
+from app.settings.config import (
     ConfigError,
     add_model,
     load_config,

@@ -15,7 +15,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.server.request_log import RequestRecord, error_message, format_line, truncate
+from app.pipeline.record import RequestRecord, error_message
+from app.server.request_log import format_line, truncate
 from backends.llama_model import LoadProgress
 from tests.conftest import POOL, TWO_SLOTS, OutputReader, RunningServer
 

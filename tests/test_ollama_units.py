@@ -16,11 +16,11 @@ from app.api.ollama.options import (
     response_format,
 )
 from app.api.ollama.pull import parse_name
-from app.plan import ResponseFormat, Sampling
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import ResponseFormat, Sampling
 from app.server.app import create_app
-from app.server.errors import BadRequest
 from app.server.security import SecuritySettings
-from app.server.settings import ApiSettings
+from app.settings.api import ApiSettings
 from backends.engine import EngineOptions
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.registry import ModelRegistry, ModelSpec, default_model_path

@@ -8,9 +8,11 @@ from typing import Any
 
 import pytest
 
+from app.api.common.decode import decode_body
 from app.api.fireworks.plan import DEFAULT_COMPLETION_TOKENS, chat_plan, completion_plan
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
-from app.plan import (
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import (
     ECHO_ALL,
     Caller,
     Conversation,
@@ -20,9 +22,8 @@ from app.plan import (
     Sampling,
     StreamPlan,
 )
-from app.prepare import sampling_params, stop_sequences
-from app.server.errors import BadRequest, decode_body
-from app.stream_buffer import BufferPolicy
+from app.pipeline.prepare import sampling_params, stop_sequences
+from app.pipeline.stream_buffer import BufferPolicy
 from backends.jobs import CacheKeys, LogprobOptions, SamplingParams
 from templates.reasoning import ReasoningRequest
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from app.prompts import special_vocab
+from app.pipeline.prompts import special_vocab
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from backends.vocab import CONTROL, LSTRIP, RSTRIP, USER_DEFINED, SpecialToken

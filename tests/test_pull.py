@@ -26,7 +26,7 @@ from huggingface_hub import constants as hf_constants
 
 from app import cli
 from app.cli import pull
-from app.config import load_config
+from app.settings.config import load_config
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 REVISIONS = {"main", "v1", COMMIT}

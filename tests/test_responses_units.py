@@ -23,7 +23,7 @@ from app.api.responses.requests import (
 )
 from app.api.responses.shaper import ItemBuilder
 from app.api.responses.store import ResponseStore
-from app.server.errors import BadRequest, RequestValidationError
+from app.pipeline.errors import BadRequest, RequestValidationError
 from app.server.openapi import openapi_document
 from templates.chat_output import OutputEvent
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
-from app.config import ConfigError, load_config
+from app.settings.config import ConfigError, load_config
 from backends import rpc
 from tests.cli_runner import run_cli
 from tests.conftest import (

@@ -21,7 +21,7 @@ from app.server.security import (
     is_open_path,
     key_matches,
 )
-from app.server.security_settings import (
+from app.settings.security import (
     API_KEY_ENV,
     DEFAULT_MAX_BODY_BYTES,
     SecurityConfigError,
@@ -32,7 +32,7 @@ from app.server.security_settings import (
     normalize_origin,
     read_key_file,
 )
-from app.sizes import parse_size
+from app.settings.sizes import parse_size
 from tests.cli_runner import CliResult, run_cli
 from tests.conftest import POOL, RunningServer
 

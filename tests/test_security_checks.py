@@ -24,15 +24,22 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app import media
-from app.media import MediaError, media_bytes
+from app.media import fetch as media
+from app.media.fetch import MediaError, media_bytes
 from app.server.app import create_app
 from app.server.security import MISSING_KEY, WRONG_KEY
 from backends.engine import EngineOptions
 from backends.llama_model import ModelOptions
 from backends.registry import ModelRegistry
 from tests.built import tiny_vlm
-from tests.conftest import KEYED, ONE_SMALL_SLOT, POOL, TEST_KEY, OutputReader, RunningServer
+from tests.conftest import (
+    KEYED,
+    ONE_SMALL_SLOT,
+    POOL,
+    TEST_KEY,
+    OutputReader,
+    RunningServer,
+)
 from tests.images import noise, png
 
 KEY = TEST_KEY

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
+from app.api.common.decode import decode_body
 from app.api.fireworks.requests import ChatCompletionRequest
 from app.api.fireworks.tools import tool_plan
-from app.server.errors import BadRequest, decode_body
+from app.pipeline.errors import BadRequest
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -84,8 +85,8 @@ def test_mistral_ids_are_nine_characters_and_pair_up() -> None:
 
 def test_tool_parameters_nesting_past_the_schema_limit_are_a_400():
     """Rendering walks the tools recursively: 600 levels would overflow the stack (a 500)."""
-    from app.plan import ToolPlan
-    from app.server.errors import BadRequest
+    from app.pipeline.errors import BadRequest
+    from app.pipeline.plan import ToolPlan
 
     deep: dict = {}
     node = deep

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from app.prompts import special_vocab
+from app.pipeline.prompts import special_vocab
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from templates.chat_format import ChatFormat

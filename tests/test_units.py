@@ -5,9 +5,10 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from app.api.common.decode import decode_body, from_msgspec
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
-from app.prepare import fit_max_tokens
-from app.server.errors import BadRequest, decode_body, from_msgspec
+from app.pipeline.errors import BadRequest
+from app.pipeline.prepare import fit_max_tokens
 from backends.stops import StopMatcher
 from templates.chat_template import ChatTemplate, TemplateRenderError
 

@@ -20,8 +20,15 @@ import ollama
 import openai
 import pytest
 
-from app.upstream_output import UpstreamOutput, call_record, reasoning_record
-from tests.conftest import FIRESIDE, POOL, TWO_SLOTS, OutputReader, RunningServer, free_port
+from app.pipeline.upstream.output import UpstreamOutput, call_record, reasoning_record
+from tests.conftest import (
+    FIRESIDE,
+    POOL,
+    TWO_SLOTS,
+    OutputReader,
+    RunningServer,
+    free_port,
+)
 
 KEY = "upstream-test-key-0123456789"
 KEY_ENV = "FIRESIDE_TEST_UPSTREAM_KEY"
@@ -302,7 +309,7 @@ def test_a_stream_the_client_leaves_stops_the_upstream(pair: Pair) -> None:
 
 
 def test_the_config_refuses_local_keys_on_an_upstream_model(tmp_path: Path) -> None:
-    from app.config import ConfigError, load_config
+    from app.settings.config import ConfigError, load_config
 
     config = tmp_path / "config.toml"
     config.write_text('[[models]]\nid = "x"\nupstream = "https://h/v1"\ncontext_size = 8\n', encoding="utf-8")

@@ -14,7 +14,7 @@ import threading
 import httpx
 import pytest
 
-from app.media import MediaError, MediaPolicy, media_bytes
+from app.media.fetch import MediaError, MediaPolicy, media_bytes
 from tests.built import tiny_vlm
 from tests.conftest import POOL
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS

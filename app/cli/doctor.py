@@ -193,8 +193,8 @@ def serving_kv(host: str, port: int) -> list[KvUse]:
 
 
 def _config() -> tuple[PathInfo, PathInfo, int | None, list[str], str | None]:
-    from app.config import ConfigError, load_config
-    from app.locations import config_file, models_dir
+    from app.settings.config import ConfigError, load_config
+    from app.settings.locations import config_file, models_dir
 
     path, models = config_file(), models_dir()
     try:
@@ -238,7 +238,7 @@ def hints(report: DoctorReport) -> list[str]:
 
 def _workers(given: str | None) -> list[WorkerInfo]:
     """Each RPC worker named by `--rpc` or by a configured model: whether it answers, its devices."""
-    from app.config import ConfigError, load_config
+    from app.settings.config import ConfigError, load_config
     from backends import rpc
     from backends.ggml_native import describe_device
     from backends.rpc_endpoint import Endpoint, parse_endpoints

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_PORT
-from app.config import ConfigError, ModelEntry, load_config, remove_model
-from app.locations import config_file, models_dir
+from app.settings.config import ConfigError, ModelEntry, load_config, remove_model
+from app.settings.locations import config_file, models_dir
 from backends.model_file import gguf_parts
 
 

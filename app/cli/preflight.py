@@ -12,7 +12,7 @@ import socket
 import tempfile
 from pathlib import Path
 
-from app.locations import data_dir
+from app.settings.locations import data_dir
 
 
 def startup_problem(host: str, port: int) -> str | None:

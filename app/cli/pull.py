@@ -4,7 +4,7 @@
     fireside pull Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf --id qwen-small
     fireside pull https://huggingface.co/owner/repo/blob/main/folder/model.gguf
 
-The models folder (`app.locations.models_dir()`) mirrors the Hub, one folder per repo:
+The models folder (`app.settings.locations.models_dir()`) mirrors the Hub, one folder per repo:
 
     <models>/<owner>/<repo>/<path in the repo>   the GGUF files, named as in the repo (split parts
                                                  and a multimodal projector sit beside the model)
@@ -39,8 +39,8 @@ from typing import Any
 
 from app.cli import resumable
 from app.cli.resumable import PullError, human_size
-from app.config import ConfigError, ModelEntry, add_model, load_config
-from app.locations import models_dir
+from app.settings.config import ConfigError, ModelEntry, add_model, load_config
+from app.settings.locations import models_dir
 
 _SPLIT = re.compile(r"^(?P<base>.+)-(?P<part>\d{5})-of-(?P<total>\d{5})\.gguf$", re.IGNORECASE)
 # The quantization type at the end of a file stem: Q4_K_M, IQ2_XXS, Q8_0, TQ1_0, BF16, F16, MXFP4_MOE...

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SHUTDOWN_GRACE
-from app.server import security_settings as security
-from app.server.settings import DEFAULT_MAX_LOGPROBS
+from app.settings import security
+from app.settings.api import DEFAULT_MAX_LOGPROBS
 from backends.rpc_endpoint import Endpoint, parse_endpoints
 from backends.settings import (
     CACHE_TYPES,
@@ -129,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
     address without a key, a port taken, a data folder not writable, a config that cannot be read:
     exit 2 for the first two, 1 for the others); then `app.cli.serving` loads and serves."""
     from app.cli.preflight import startup_problem
-    from app.config import ConfigError, load_config, parse_size
+    from app.settings.config import ConfigError, load_config, parse_size
 
     try:
         security_settings = security.settings_from_args(args)
@@ -158,7 +158,7 @@ def run(args: argparse.Namespace) -> int:
 def _prompt_cache_bytes(given: str | None, configured: int | None) -> int:
     """How much of the slots' caches is kept on disk across restarts (0: none): `--prompt-cache-disk`,
     else the config's `prompt_cache_disk`, else DEFAULT_PROMPT_CACHE_DISK."""
-    from app.config import parse_size
+    from app.settings.config import parse_size
 
     if given is not None:
         return 0 if given.strip() == "0" else parse_size(given, "--prompt-cache-disk")

@@ -9,10 +9,10 @@ from litestar import Litestar, MediaType, get
 
 from app.api.anthropic.routes import ROUTES as ANTHROPIC_ROUTES
 from app.api.common.errors import SpecShape, error_handlers
-from app.api.embeddings import ROUTES as EMBEDDING_ROUTES
+from app.api.embeddings.routes import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
 from app.api.ollama.routes import ROUTES as OLLAMA_ROUTES
-from app.api.rerank import ROUTES as RERANK_ROUTES
+from app.api.rerank.routes import ROUTES as RERANK_ROUTES
 from app.api.responses.routes import ROUTES as RESPONSES_ROUTES
 from app.api.tgi.routes import ROUTES as TGI_ROUTES
 from app.server import security
@@ -20,9 +20,8 @@ from app.server.health import health
 from app.server.metrics import install_observability
 from app.server.openapi import openapi_document
 from app.server.page import ROUTES as PAGE_ROUTES
-from app.server.settings import ApiSettings
 from app.server.shutdown import Drain
-from app.server.state import attach
+from app.settings.api import ApiSettings
 from backends.registry import ModelRegistry
 
 log = logging.getLogger("fireside.server")
@@ -31,6 +30,13 @@ log = logging.getLogger("fireside.server")
 @get(["/openapi.json", "/v1/openapi.json"], media_type=MediaType.JSON)
 async def openapi() -> dict[str, object]:
     return openapi_document()
+
+
+def attach(app: Litestar, registry: ModelRegistry, settings: ApiSettings, drain: Drain) -> None:
+    """What handlers read from `app.state` (`app.api.common.context`)."""
+    app.state.registry = registry
+    app.state.settings = settings
+    app.state.drain = drain
 
 
 def create_app(registry: ModelRegistry, settings: ApiSettings | None = None, drain: Drain | None = None) -> Litestar:

@@ -7,7 +7,7 @@ import dataclasses
 import msgspec
 from litestar import Request, Response, get
 
-from app.server.state import registry
+from app.api.common.context import registry
 
 
 class ModelHealth(msgspec.Struct):

@@ -31,13 +31,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from app.server.request_log import (
-    RequestRecord,
-    close_record,
-    log_request,
-    open_record,
-    request_id,
-)
+from app.pipeline.record import RequestRecord, close_record, open_record, request_id
+from app.server.request_log import log_request
 from backends.kv_cache import engine_kv
 
 if TYPE_CHECKING:

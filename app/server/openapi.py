@@ -12,7 +12,7 @@ from typing import Any
 import msgspec
 
 from app.api.anthropic import openapi as anthropic_openapi
-from app.api.embeddings import EmbeddingRequest, EmbeddingResponse
+from app.api.embeddings.routes import EmbeddingRequest, EmbeddingResponse
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
 from app.api.fireworks.responses import (
     ChatCompletionResponse,
@@ -26,10 +26,10 @@ from app.api.fireworks.responses import (
 )
 from app.api.fireworks.routes import API_PREFIXES
 from app.api.ollama import openapi as ollama_openapi
-from app.api.rerank import RerankRequestBody, RerankResponse
+from app.api.rerank.routes import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
 from app.api.tgi import openapi as tgi_openapi
-from app.server.errors import ErrorResponse, HTTPValidationError
+from app.pipeline.errors import ErrorResponse, HTTPValidationError
 
 _REF = "#/components/schemas/{name}"
 

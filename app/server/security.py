@@ -4,7 +4,7 @@ A desktop server is reachable by every program on the machine and, through the b
 web page the person opens. So: loopback by default, a bearer key when asked for (and required before
 listening anywhere else), no CORS unless origins are named, and a cap on what one request may make
 us hold in memory. Everything is decided once at start-up into `SecuritySettings`, with the bind
-address check and the command line's options (`app.server.security_settings`); the request path,
+address check and the command line's options (`app.settings.security`); the request path,
 here, only reads it.
 """
 
@@ -14,14 +14,12 @@ import hmac
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from litestar import Request
 from litestar.datastructures import Headers, MutableScopeHeaders
 from litestar.middleware import DefineMiddleware
 from litestar.types import Guard
 
-from app.server.errors import ApiError, BodyTooLarge
-from app.server.security_settings import SecuritySettings, key_digest
-from app.sizes import format_size
+from app.pipeline.errors import ApiError
+from app.settings.security import SecuritySettings, key_digest
 
 if TYPE_CHECKING:
     from litestar.connection import ASGIConnection
@@ -163,15 +161,3 @@ def cors_middleware(settings: SecuritySettings) -> list[DefineMiddleware]:
     if not settings.cors_origins:
         return []
     return [DefineMiddleware(CorsMiddleware, origins=frozenset(settings.cors_origins))]
-
-
-# --- body size -------------------------------------------------------------------------------
-
-def body_too_large(request: Request) -> BodyTooLarge:
-    """The 413 for a body over the limit. Litestar raises `RequestEntityTooLarge` from
-    `request.body()` before reading anything when Content-Length is over the limit, or as soon as
-    a chunked upload passes it, so at most the limit is ever held in memory."""
-    limit = request.route_handler.resolve_request_max_body_size()
-    return BodyTooLarge(f"Request body too large: the limit is {format_size(limit)}." if limit
-                        else "Request body too large.")
-

@@ -20,7 +20,7 @@ from litestar.connection import ASGIConnection
 from litestar.handlers.base import BaseRouteHandler
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from app.server.errors import ApiError
+from app.pipeline.errors import ApiError
 
 log = logging.getLogger("fireside.server")
 

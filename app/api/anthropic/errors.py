@@ -15,8 +15,9 @@ import msgspec
 
 from app.api.anthropic.responses import ErrorDetail, ErrorEvent, ErrorType
 from app.api.common.errors import error_handlers, validation_message
-from app.server.errors import ApiError, RequestValidationError
-from app.server.sse import SSE_HEADERS, Framing
+from app.api.common.streams import SSE_HEADERS
+from app.pipeline.errors import ApiError, RequestValidationError
+from app.pipeline.framing import Framing
 
 # Anthropic's error type for each status (https://docs.anthropic.com/en/api/errors)
 _TYPES: dict[int, ErrorType] = {

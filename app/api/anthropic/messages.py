@@ -26,11 +26,11 @@ from app.api.anthropic.wire import (
     Unsupported,
     UrlSource,
 )
-from app.plan import IMAGE_MARKER, ImageRef, nests_deeper
-from app.server.errors import BadRequest
-from app.signing import sign, verify
+from app.api.common.signing import sign, verify
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import IMAGE_MARKER, ImageRef, nests_deeper
 
-THINKING_KIND = "anthropic.thinking"  # what `app.signing` signs a thinking block's text as
+THINKING_KIND = "anthropic.thinking"  # what `app.api.common.signing` signs a thinking block's text as
 # Claude Code (2.1.36 and later) opens `system` with a block such as
 # `x-anthropic-billing-header: cc_version=2.1.37.0d9; cc_entrypoint=cli; cch=fa690;` whose `cch`
 # changes on every request. At the very head of the prompt it would make every request miss the

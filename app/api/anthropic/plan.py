@@ -15,7 +15,8 @@ from app.api.anthropic.wire import (
     ThinkingDisabled,
     ThinkingEnabled,
 )
-from app.plan import (
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import (
     Caller,
     Conversation,
     ImageRef,
@@ -24,7 +25,6 @@ from app.plan import (
     Sampling,
     StreamPlan,
 )
-from app.server.errors import BadRequest
 from backends.jobs import CacheKeys
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 

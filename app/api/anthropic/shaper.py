@@ -10,7 +10,6 @@ so that a later turn can send it back (`app.api.anthropic.messages`).
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -42,13 +41,14 @@ from app.api.anthropic.responses import (
     ToolUseOut,
     Usage,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult
-from app.server.errors import ApiError
-from app.server.request_log import note_response_id
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.errors import ApiError
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.record import note_response_id
+from app.pipeline.run import ChoiceResult
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
 from templates.chat_output import ChatOutput, OutputEvent
+from templates.tool_calls.strict_json import arguments_object
 
 
 def message_id() -> str:
@@ -93,12 +93,12 @@ class BlockWriter:
             block.signature = sign_thinking(block.thinking)
             events.append(ContentBlockDelta(current.index, SignatureDelta(block.signature)))
         elif isinstance(block, ToolUseOut):
-            arguments = "".join(current.text)
-            try:
-                parsed = json.loads(arguments) if arguments.strip() else {}
-            except json.JSONDecodeError:
-                parsed = {}  # cut short (max_tokens): the stream carried what there was
-            block.input = parsed if isinstance(parsed, dict) else {}
+            # A call cut short (max_tokens) carries its arguments as far as the model wrote them,
+            # which need not be a whole JSON object: the stream sends that text as it is
+            # (`input_json_delta` is partial JSON by design), and `input` holds the members
+            # written whole so far, as Anthropic's SDK builds it from those deltas (so a whole
+            # message and a streamed one agree); {} where nothing of them reads.
+            block.input = arguments_object("".join(current.text))
         return [*events, ContentBlockStop(current.index)]
 
     def _open(self, kind: str, block: ContentOut, call: int = -1) -> list[StreamEvent]:

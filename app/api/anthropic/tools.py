@@ -16,8 +16,9 @@ from app.api.anthropic.wire import (
     ToolChoiceNone,
     ToolChoiceTool,
 )
-from app.plan import ToolPlan
-from app.server.errors import BadRequest, RequestValidationError, from_msgspec
+from app.api.common.decode import from_msgspec
+from app.pipeline.errors import BadRequest, RequestValidationError
+from app.pipeline.plan import ToolPlan
 
 
 def _custom_tool(entry: Any, i: int) -> CustomTool:

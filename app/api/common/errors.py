@@ -17,15 +17,16 @@ from litestar import Request, Response
 from litestar.exceptions import HTTPException
 from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 
-from app.run import ClientLeft
-from app.server import security
-from app.server.errors import (
+from app.pipeline.errors import (
     ApiError,
+    BodyTooLarge,
     ErrorBody,
     ErrorResponse,
     RequestValidationError,
     ValidationErrorItem,
 )
+from app.pipeline.run import ClientLeft
+from app.settings.sizes import format_size
 
 log = logging.getLogger("fireside.server")
 
@@ -57,6 +58,15 @@ def validation_message(error: RequestValidationError) -> str:
     return f"{where}: {item.msg}" if where else item.msg
 
 
+def body_too_large(request: Request) -> BodyTooLarge:
+    """The 413 for a body over the limit. Litestar raises `RequestEntityTooLarge` from
+    `request.body()` before reading anything when Content-Length is over the limit, or as soon as
+    a chunked upload passes it, so at most the limit is ever held in memory."""
+    limit = request.route_handler.resolve_request_max_body_size()
+    return BodyTooLarge(f"Request body too large: the limit is {format_size(limit)}." if limit
+                        else "Request body too large.")
+
+
 def error_handlers(shape: ErrorShape) -> dict[Any, Any]:
     """Litestar's exception handlers for a door whose errors take `shape`."""
 
@@ -69,7 +79,7 @@ def error_handlers(shape: ErrorShape) -> dict[Any, Any]:
         return Response(body, status_code=status)
 
     def too_large(request: Request, _: RequestEntityTooLarge) -> Response:
-        return api_error(request, security.body_too_large(request))
+        return api_error(request, body_too_large(request))
 
     def http_error(_: Request, error: HTTPException) -> Response:
         return Response(shape.body(error.status_code, str(error.detail), None), status_code=error.status_code,

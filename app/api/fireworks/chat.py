@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
-from app.answer_check import SchemaViolation, reported
+from app.api.common.decode import decode_body
+from app.api.common.streams import OPENAI_SSE
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
@@ -27,13 +28,13 @@ from app.api.fireworks.responses import (
     ToolCallOut,
     UsageInfo,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult, RequestContext, answer, new_id, now
-from app.server.errors import ApiError, ErrorResponse, decode_body
-from app.server.settings import ApiSettings
-from app.server.sse import OPENAI_SSE
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.answer_check import SchemaViolation, reported
+from app.pipeline.errors import ApiError, ErrorResponse
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.run import ChoiceResult, RequestContext, answer, new_id, now
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
+from app.settings.api import ApiSettings
 from templates.chat_output import ChatOutput, OutputEvent
 
 
@@ -74,7 +75,9 @@ class ChatShaper:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
 
     def _violations(self, content: str, output: ChatOutput, reason: str) -> list[SchemaViolation] | UnsetType:
-        return reported(self.prepared.check, content, [(call.name, call.arguments) for call in output.calls], reason)
+        # a call cut short (max_tokens, a stop sequence) is incomplete by request, as a cut answer is
+        calls = [(call.name, call.arguments) for call in output.calls if not call.cut]
+        return reported(self.prepared.check, content, calls, reason)
 
     # ---- a stream ----------------------------------------------------------------------------
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
-from app.answer_check import SchemaViolation, reported
+from app.api.common.decode import decode_body
+from app.api.common.streams import OPENAI_SSE
 from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
@@ -19,13 +20,13 @@ from app.api.fireworks.responses import (
     CompletionStreamResponse,
     UsageInfo,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult, RequestContext, answer, new_id, now
-from app.server.errors import ApiError, ErrorResponse, decode_body
-from app.server.settings import ApiSettings
-from app.server.sse import OPENAI_SSE
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.answer_check import SchemaViolation, reported
+from app.pipeline.errors import ApiError, ErrorResponse
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.run import ChoiceResult, RequestContext, answer, new_id, now
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
+from app.settings.api import ApiSettings
 
 
 async def create_completion(context: RequestContext, settings: ApiSettings, body: bytes) -> Response:

@@ -19,12 +19,12 @@ from app.api.fireworks.responses import (
     RawOutput,
     UsageInfo,
 )
-from app.plan import ECHO_ALL, OutputOptions
-from app.prepare import PreparedRequest
-from app.prompts import Fragments
-from app.run import ChoiceResult
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.plan import ECHO_ALL, OutputOptions
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.prompts import Fragments
+from app.pipeline.run import ChoiceResult
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
 from backends.jobs import GenerationJob
 from backends.llama_model import LlamaModel
 from backends.registry import ServedModel

@@ -26,8 +26,8 @@ from app.api.fireworks.responses import (
     NewLogProbs,
     TopLogProb,
 )
-from app.plan import MaskMode
-from app.stream_buffer import Entry
+from app.pipeline.plan import MaskMode
+from app.pipeline.stream_buffer import Entry
 from backends.jobs import MASK_LIST_LIMIT, TokenLogprob
 from backends.model_cache import per_model
 

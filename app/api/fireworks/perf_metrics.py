@@ -3,7 +3,7 @@ as `fireworks-*` headers on whole answers and in the body when `perf_metrics_in_
 
 from __future__ import annotations
 
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.usage import RequestClock, UsageCounter
 
 
 def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens: int) -> dict[str, object]:

@@ -1,7 +1,7 @@
 """Fireworks (and OpenAI) request bodies turned into the one request plan (DESIGN step 2), with
 the checks of meaning that a schema cannot carry (400): aliases resolved (`max_completion_tokens`,
 `functions` / `function_call`, `prediction`, `thinking` and boolean efforts), the spec's rules
-between fields applied. Nothing here needs the model; `app.prepare` does what does."""
+between fields applied. Nothing here needs the model; `app.pipeline.prepare` does what does."""
 
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ from app.api.fireworks.requests import (
     PredictedOutput,
 )
 from app.api.fireworks.tools import tool_plan
-from app.plan import (
+from app.pipeline.errors import BadRequest, RequestValidationError
+from app.pipeline.plan import (
     ECHO_ALL,
     IMAGE_MARKER,
     IMAGE_PLACEHOLDER,
@@ -32,8 +33,7 @@ from app.plan import (
     Sampling,
     StreamPlan,
 )
-from app.server.errors import BadRequest, RequestValidationError
-from app.stream_buffer import BufferPolicy
+from app.pipeline.stream_buffer import BufferPolicy
 from backends.jobs import CacheKeys, LogprobOptions
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 
@@ -79,7 +79,7 @@ def chat_plan(request: ChatCompletionRequest, max_logprobs: int) -> RequestPlan:
 
 def completion_plan(request: CompletionRequest, max_logprobs: int) -> RequestPlan:
     """`POST /v1/completions` as a plan: prompts used as written. Of the reasoning controls only a
-    token budget can apply to them (see `app.prepare.written_reasoning_budget`)."""
+    token budget can apply to them (see `app.pipeline.prepare.written_reasoning_budget`)."""
     check_meaning(request)
     output = output_options(request, max_logprobs)
     prompt = request.prompt

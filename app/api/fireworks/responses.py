@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from app.answer_check import SchemaViolation
+from app.pipeline.answer_check import SchemaViolation
 
 
 class ResponseStruct(msgspec.Struct):

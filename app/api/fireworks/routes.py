@@ -10,8 +10,8 @@ from msgspec import UNSET
 from app.api.fireworks.chat import create_chat_completion
 from app.api.fireworks.completions import create_completion
 from app.api.fireworks.responses import ModelCard, ModelList
-from app.server.errors import ModelNotFound
-from app.server.state import registry, request_context, settings
+from app.pipeline.errors import ModelNotFound
+from app.api.common.context import registry, request_context, settings
 from backends.embedder import Pooling, declared_pooling
 from backends.registry import ModelSpec, ServedModel
 

@@ -13,8 +13,8 @@ from app.api.fireworks.requests import (
     ChatCompletionRequest,
     FunctionSelection,
 )
-from app.plan import ToolPlan
-from app.server.errors import BadRequest
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import ToolPlan
 
 
 def tool_plan(request: ChatCompletionRequest) -> ToolPlan | None:

@@ -1,5 +1,5 @@
 """`POST /api/embed` and the older `POST /api/embeddings`, on the embedding path of `/v1/embeddings`
-(`app.api.embeddings`). As Ollama does, `/api/embed` returns unit-length vectors and cuts an
+(`app.api.embeddings.routes`). As Ollama does, `/api/embed` returns unit-length vectors and cuts an
 input longer than the model embeds at once unless `truncate` is false; `/api/embeddings`
 returns the vector as the model gives it."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import time
 
-from app.api.embedding_inputs import parse_inputs
-from app.api.embeddings import EmbeddingPlan, embed_on
+from app.api.common.decode import decode_body
+from app.api.embeddings.inputs import parse_inputs
+from app.api.embeddings.routes import EmbeddingPlan, embed_on
 from app.api.ollama.models import resolve
 from app.api.ollama.options import check_num_ctx, keep_alive_seconds, parse_options
 from app.api.ollama.shapers import nanoseconds
@@ -19,10 +20,10 @@ from app.api.ollama.wire import (
     OllamaEmbedRequest,
     OllamaEmbedResponse,
 )
-from app.run import RequestContext, acquire_model
-from app.server.errors import BadRequest, decode_body
-from app.server.request_log import track
-from app.usage import UsageCounter
+from app.pipeline.errors import BadRequest
+from app.pipeline.record import track
+from app.pipeline.run import RequestContext, acquire_model
+from app.pipeline.usage import UsageCounter
 
 
 async def _embed(context: RequestContext, plan: EmbeddingPlan, options: dict | None,

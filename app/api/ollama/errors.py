@@ -11,7 +11,7 @@ from typing import Any
 
 from app.api.common.errors import error_handlers
 from app.api.ollama.wire import OllamaErrorResponse
-from app.server.errors import ApiError, ModelNotFound, RequestValidationError
+from app.pipeline.errors import ApiError, ModelNotFound, RequestValidationError
 
 
 class OllamaShape:

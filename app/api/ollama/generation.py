@@ -18,6 +18,7 @@ from typing import Any
 
 from litestar.response import Response, Stream
 
+from app.api.common.decode import decode_body
 from app.api.ollama.models import resolve
 from app.api.ollama.options import check_num_ctx, keep_alive_seconds, parse_options
 from app.api.ollama.plan import chat_plan, generate_plan
@@ -29,8 +30,7 @@ from app.api.ollama.wire import (
     OllamaGenerateResponse,
     OllamaResponseMessage,
 )
-from app.run import RequestContext, acquire_model, answer
-from app.server.errors import decode_body
+from app.pipeline.run import RequestContext, acquire_model, answer
 from backends.registry import Lease, ModelSpec
 
 

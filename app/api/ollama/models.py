@@ -28,9 +28,9 @@ from typing import Any
 import llama_cpp
 
 from app.api.ollama.wire import OllamaModelDetails
-from app.chat_formats import chat_format
-from app.locations import models_dir
-from app.server.errors import ApiError, BadRequest
+from app.pipeline.chat_formats import chat_format
+from app.pipeline.errors import ApiError, BadRequest
+from app.settings.locations import models_dir
 from backends.embedder import Pooling, declared_pooling
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 from backends.model_file import gguf_parts

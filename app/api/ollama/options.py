@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from app.plan import ResponseFormat, Sampling
-from app.server.errors import BadRequest
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import ResponseFormat, Sampling
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 
 # option -> (its type, the Sampling field it sets)

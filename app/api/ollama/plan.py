@@ -24,8 +24,9 @@ from app.api.ollama.wire import (
     OllamaGenerationBase,
     OllamaMessage,
 )
-from app.chat_formats import chat_format
-from app.plan import (
+from app.pipeline.chat_formats import chat_format
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import (
     IMAGE_MARKER,
     IMAGE_PLACEHOLDER,
     Conversation,
@@ -35,8 +36,7 @@ from app.plan import (
     StreamPlan,
     ToolPlan,
 )
-from app.prompts import chat_prompt
-from app.server.errors import BadRequest
+from app.pipeline.prompts import chat_prompt
 from backends.registry import ServedModel
 from templates.reasoning import ReasoningRequest
 

@@ -20,8 +20,8 @@ from tqdm.std import tqdm
 
 from app.api.ollama.wire import OllamaErrorResponse, OllamaProgressResponse
 from app.cli import pull as hub
-from app.config import ConfigError, add_model, load_config, served_spec
-from app.server.errors import ApiError, BadRequest
+from app.pipeline.errors import ApiError, BadRequest
+from app.settings.config import ConfigError, add_model, load_config, served_spec
 from backends.llama_model import ModelLoadError
 from backends.model_file import gguf_parts
 from backends.registry import ModelRegistry, ModelSpec

@@ -7,7 +7,6 @@ after the model's text, since a call's arguments are an object, not a stream of 
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,13 +25,14 @@ from app.api.ollama.wire import (
     OllamaToolCall,
     OllamaToolCallFunction,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult
-from app.server.errors import ApiError
-from app.server.sse import Framing
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.errors import ApiError
+from app.pipeline.framing import Framing
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.run import ChoiceResult
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
 from templates.chat_output import ChatOutput, OutputEvent
+from templates.tool_calls.strict_json import arguments_object
 
 _encoder = msgspec.json.Encoder()
 NDJSON = Framing(lambda chunk: _encoder.encode(chunk) + b"\n", b"", "application/x-ndjson")
@@ -62,16 +62,11 @@ def _done_fields(reason: str, stats: OllamaTimings) -> dict[str, Any]:
 
 
 def tool_calls(output: ChatOutput) -> list[OllamaToolCall]:
-    calls = []
-    for i, call in enumerate(output.calls):
-        try:
-            arguments = json.loads(call.arguments) if call.arguments else {}
-        except ValueError:
-            arguments = {}
-        if not isinstance(arguments, dict):
-            arguments = {}
-        calls.append(OllamaToolCall(OllamaToolCallFunction(call.name, arguments, index=i), id=call.id or output.call_id(i)))
-    return calls
+    """The calls as Ollama's objects: a call cut short (`done_reason: "length"`) with the members of
+    its arguments written whole so far (its text need not be a whole JSON object)."""
+    return [OllamaToolCall(OllamaToolCallFunction(call.name, arguments_object(call.arguments), index=i),
+                           id=call.id or output.call_id(i))
+            for i, call in enumerate(output.calls)]
 
 
 @dataclass

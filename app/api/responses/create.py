@@ -24,12 +24,12 @@ from app.api.responses.requests import (
 )
 from app.api.responses.shaper import RESPONSES_SSE, ItemBuilder, ResponsesShaper
 from app.api.responses.store import ResponseStore, response_store
-from app.prepare import PreparedRequest
-from app.run import RequestContext, answer, now
-from app.server.errors import ApiError
-from app.server.request_log import note_response_id
-from app.server.settings import ApiSettings
-from app.usage import RequestClock
+from app.pipeline.errors import ApiError
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.record import note_response_id
+from app.pipeline.run import RequestContext, answer, now
+from app.pipeline.usage import RequestClock
+from app.settings.api import ApiSettings
 
 
 class NotStored(ApiError):

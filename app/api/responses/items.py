@@ -14,6 +14,7 @@ from typing import Any
 
 import msgspec
 
+from app.api.common.signing import sign, verify
 from app.api.fireworks.plan import DETAIL_SIDES, template_messages
 from app.api.fireworks.requests import ChatMessage, ToolCall, ToolCallFunction
 from app.api.responses.requests import (
@@ -29,9 +30,8 @@ from app.api.responses.requests import (
     ReasoningInput,
     Refusal,
 )
-from app.plan import IMAGE_MARKER, ImageRef
-from app.server.errors import BadRequest
-from app.signing import sign, verify
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import IMAGE_MARKER, ImageRef
 
 REASONING_KIND = "responses.reasoning"  # what `encrypted_content` signs
 ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}

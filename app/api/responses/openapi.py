@@ -18,7 +18,7 @@ from app.api.responses.objects import (
     TextDoneEvent,
 )
 from app.api.responses.requests import ResponsesRequest
-from app.server.errors import ErrorResponse
+from app.pipeline.errors import ErrorResponse
 
 EVENTS = [ResponseEvent, OutputItemEvent, ContentPartEvent, TextDeltaEvent, TextDoneEvent, ArgumentsDeltaEvent,
           ArgumentsDoneEvent]

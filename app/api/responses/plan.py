@@ -23,7 +23,8 @@ from app.api.responses.requests import (
     ToolChoiceAllowed,
     ToolChoiceFunction,
 )
-from app.plan import (
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import (
     Caller,
     Conversation,
     OutputOptions,
@@ -33,7 +34,6 @@ from app.plan import (
     StreamPlan,
     ToolPlan,
 )
-from app.server.errors import BadRequest
 from backends.jobs import CacheKeys, LogprobOptions
 from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
 

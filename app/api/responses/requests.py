@@ -14,8 +14,9 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from app.api.common.decode import decode_body, from_msgspec
 from app.api.fireworks.requests import Probability, Temperature, WireStruct
-from app.server.errors import BadRequest, decode_body, from_msgspec
+from app.pipeline.errors import BadRequest
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 

@@ -13,8 +13,8 @@ from app.api.common.errors import OpenAIShape, error_handlers
 from app.api.responses.create import NotStored, create_response
 from app.api.responses.objects import DeletedResponse, InputItemList
 from app.api.responses.store import response_store
-from app.server.errors import BadRequest
-from app.server.state import request_context, settings
+from app.pipeline.errors import BadRequest
+from app.api.common.context import request_context, settings
 
 MAX_LIST = 100
 

@@ -17,6 +17,7 @@ from typing import Any
 import msgspec
 from litestar.response import Response as HttpResponse
 
+from app.api.common.streams import SSE_HEADERS
 from app.api.fireworks.logprobs import LogprobShaper, token_texts
 from app.api.fireworks.responses import NewLogProbs
 from app.api.responses.items import new_item_id, seal_reasoning
@@ -42,12 +43,12 @@ from app.api.responses.objects import (
     TextDeltaEvent,
     TextDoneEvent,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult
-from app.server.errors import ApiError
-from app.server.sse import SSE_HEADERS, Framing
-from app.stream_buffer import Entry, Piece
-from app.usage import UsageCounter
+from app.pipeline.errors import ApiError
+from app.pipeline.framing import Framing
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.run import ChoiceResult
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import UsageCounter
 from templates.chat_output import ChatOutput, OutputEvent, new_call_id
 
 _encoder = msgspec.json.Encoder()

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from app.locations import data_dir
+from app.settings.locations import data_dir
 
 DB_FILE = "responses.sqlite3"
 SCHEMA = """

@@ -8,7 +8,8 @@ import secrets
 from dataclasses import dataclass
 
 from app.api.tgi.wire import Grammar, TgiGenerateParameters, TgiGenerateRequest
-from app.plan import (
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import (
     Caller,
     OutputOptions,
     Prompts,
@@ -17,7 +18,6 @@ from app.plan import (
     Sampling,
     StreamPlan,
 )
-from app.server.errors import BadRequest
 from backends.jobs import CacheKeys, LogprobOptions
 
 DEFAULT_MAX_NEW_TOKENS = 100  # TGI's default (router/src/lib.rs `default_max_new_tokens`)

@@ -27,11 +27,11 @@ from app.api.tgi.wire import (
     TgiError,
     Token,
 )
-from app.prepare import PreparedRequest
-from app.run import ChoiceResult
-from app.server.errors import ApiError
-from app.stream_buffer import Entry, Piece
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.errors import ApiError
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.run import ChoiceResult
+from app.pipeline.stream_buffer import Entry, Piece
+from app.pipeline.usage import RequestClock, UsageCounter
 
 # TGI's `error_type` by status: its validation errors are 422, an overloaded queue 429
 ERROR_TYPES = {404: "not_found", 429: "overloaded", 503: "overloaded", 401: "authentication"}

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from app.sizes import format_size, parse_size
+from app.settings.sizes import format_size, parse_size
 
 API_KEY_ENV = "FIRESIDE_API_KEY"
 DEFAULT_MAX_BODY_BYTES = 16 * 1024 * 1024

@@ -3,8 +3,8 @@ through.
 
 Each front door decodes its body into its own wire Struct and turns that into a `RequestPlan`
 (`app.api.<dialect>`); nothing after that knows which API the request came from. A plan names
-its model but holds nothing of it: `app.prepare` resolves the plan against the loaded model
-(template, tokens, grammar, the model's configured defaults) into the engine's job, `app.run`
+its model but holds nothing of it: `app.pipeline.prepare` resolves the plan against the loaded model
+(template, tokens, grammar, the model's configured defaults) into the engine's job, `app.pipeline.run`
 runs the job, and the dialect shapes the engine's events for its wire.
 
 Fields a request leaves out are None here where the model's configuration may supply a default
@@ -18,8 +18,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from app.server.errors import BadRequest
-from app.stream_buffer import BufferPolicy
+from app.pipeline.errors import BadRequest
+from app.pipeline.stream_buffer import BufferPolicy
 from backends.jobs import CacheKeys, LogprobOptions
 from grammars.json_schema import MAX_SCHEMA_DEPTH
 from templates.reasoning import ReasoningRequest
@@ -83,7 +83,7 @@ def nests_deeper(value: Any, limit: int) -> bool:
     return True
 
 
-# Where an image part sat in a message's text (app/images.py puts the image there); its random
+# Where an image part sat in a message's text (app/pipeline/images.py puts the image there); its random
 # part, made at start-up, keeps a user's typed text from ever making an image slot.
 IMAGE_MARKER = f"<__image_{secrets.token_hex(8)}__>"
 IMAGE_PLACEHOLDER = "<image>"  # where each of a completions prompt's `images` goes (the user writes it)

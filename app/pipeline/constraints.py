@@ -13,9 +13,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.answer_check import AnswerCheck, SchemaCheck
-from app.plan import ResponseFormat, ToolPlan
-from app.server.errors import BadRequest
+from app.pipeline.answer_check import AnswerCheck, SchemaCheck
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import ResponseFormat, ToolPlan
 from backends.grammar import CompiledGrammar, GrammarError
 from backends.registry import ServedModel
 from grammars.gbnf import literal, prefix_rules

@@ -53,10 +53,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import tomlkit
 from tomlkit.exceptions import TOMLKitError
 
-from app import sizes
-from app.atomic_file import replace_file
-from app.locations import config_file, models_dir
-from app.toml_places import Places
+from app.settings import sizes
+from app.settings.atomic_file import replace_file
+from app.settings.locations import config_file, models_dir
+from app.settings.toml_places import Places
 from backends.rpc_endpoint import Endpoint, parse_endpoints
 from backends.settings import CACHE_TYPES, DRAFT_MODES, parse_tensor_split
 

@@ -1,7 +1,7 @@
 """`POST /v1/embeddings`: the spec's `EmbeddingRequest` as an embedding plan, the engine's pooled
 vectors as OpenAI's embedding list.
 
-Inputs are strings, token ids or objects formatted by `prompt_template` (app/api/embedding_inputs.py),
+Inputs are strings, token ids or objects formatted by `prompt_template` (app/api/embeddings/inputs.py),
 one or many. Each is embedded whole (an input longer than the model's embedding context is a 400
 with the numbers). `normalize` scales each vector to unit length; `dimensions` keeps the first N
 components (then renormalises when `normalize`), as Matryoshka-trained models are meant to be cut;
@@ -27,14 +27,15 @@ from litestar.response import Response
 from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
-from app.api.embedding_inputs import Item, format_objects, parse_inputs
+from app.api.common.decode import decode_body
+from app.api.embeddings.inputs import Item, format_objects, parse_inputs
 from app.api.fireworks.perf_metrics import perf_headers
 from app.api.fireworks.routes import API_PREFIXES
-from app.run import acquire_model, job_events, submit
-from app.server.errors import BadRequest, decode_body
-from app.server.request_log import note_caller, track
-from app.server.state import request_context
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.errors import BadRequest
+from app.pipeline.record import note_caller, track
+from app.pipeline.run import acquire_model, job_events, submit
+from app.pipeline.usage import RequestClock, UsageCounter
+from app.api.common.context import request_context
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import Embedded, EmbeddingJob
 from backends.registry import Lease

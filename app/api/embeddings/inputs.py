@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from app.server.errors import BadRequest, RequestValidationError
+from app.pipeline.errors import BadRequest, RequestValidationError
 from backends.llama_model import LlamaModel
 from templates.chat_template import TemplateRenderError, render_text
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from app.plan import Conversation, Prompts, RequestPlan, ResponseFormat
-from app.server.errors import BadRequest
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import Conversation, Prompts, RequestPlan, ResponseFormat
 from backends.registry import ModelSpec
 
 MESSAGE_KEYS = ("role", "content", "name", "reasoning_content", "tool_calls", "tool_call_id")

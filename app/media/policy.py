@@ -1,5 +1,5 @@
 """Which media URLs the server may fetch, and how much of one (`--allow-private-media-urls`): the
-setting alone, so that the command line builds it without loading the fetching (`app.media`)."""
+setting alone, so that the command line builds it without loading the fetching (`app.media.fetch`)."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from app.plan import Conversation
-from app.server.errors import BadRequest
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import Conversation
 from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel
 from backends.model_cache import per_model

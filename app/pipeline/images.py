@@ -1,5 +1,5 @@
-"""A chat's images: fetched (app/media.py), encoded by the model's projector, and put into the
-prompt where the chat template placed each image's marker (a video's sampled frames, app/video.py,
+"""A chat's images: fetched (app/media/fetch.py), encoded by the model's projector, and put into the
+prompt where the chat template placed each image's marker (a video's sampled frames, app/media/video.py,
 one after another where its marker is).
 
 Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
@@ -13,11 +13,11 @@ from __future__ import annotations
 import asyncio
 from dataclasses import replace
 
-from app.media import MediaError, MediaPolicy, media_bytes
-from app.plan import IMAGE_MARKER, IMAGE_PLACEHOLDER, ImageRef
-from app.prompts import Prompt
-from app.server.errors import BadRequest
-from app.video import VideoError, video_frames
+from app.media.fetch import MediaError, MediaPolicy, media_bytes
+from app.media.video import VideoError, video_frames
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import IMAGE_MARKER, IMAGE_PLACEHOLDER, ImageRef
+from app.pipeline.prompts import Prompt
 from backends.image_data import ImageEmbedding, ImageError, ImageTile
 from backends.jobs import PromptImage
 from backends.llama_model import LlamaModel

@@ -1,14 +1,14 @@
 """Answering a plan on an upstream server (a model configured with `upstream = "https://HOST/v1"`).
 
 `app.run.answer` hands the plan here when its model runs upstream. The plan becomes an OpenAI
-request (`app.upstream_body`), streamed from the upstream (`backends.upstream`); its chunks
+request (`app.pipeline.upstream.body`), streamed from the upstream (`backends.upstream`); its chunks
 become the events the local engine produces (`TextDelta`, `ChoiceFinished`, `JobFailed`) on an
 `UpstreamHandle`, which `app.run.answer` consumes with the same `stream` and `collect` as a
 local job's. So each front door's shaper writes the answer, buffering and the request log work
 as for a local model, and a client that leaves cancels the handle, which drops the upstream
 connection (the upstream stops generating).
 
-Chat output arrives split into content, reasoning and tool calls; `app.upstream_output` carries
+Chat output arrives split into content, reasoning and tool calls; `app.pipeline.upstream.output` carries
 that split through the text stream to the shapers.
 """
 
@@ -19,13 +19,13 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from app.plan import Conversation, Prompts, RequestPlan
-from app.prepare import PreparedRequest
-from app.prompts import Prompt
-from app.server.errors import ApiError
-from app.server.request_log import note_caller, note_error, note_upstream
-from app.upstream_body import upstream_request
-from app.upstream_output import UpstreamOutput, call_record, reasoning_record
+from app.pipeline.errors import ApiError
+from app.pipeline.plan import Conversation, Prompts, RequestPlan
+from app.pipeline.prepare import PreparedRequest
+from app.pipeline.prompts import Prompt
+from app.pipeline.record import note_caller, note_error, note_upstream
+from app.pipeline.upstream.body import upstream_request
+from app.pipeline.upstream.output import UpstreamOutput, call_record, reasoning_record
 from backends.jobs import (
     ChoiceFinished,
     Event,
@@ -185,7 +185,7 @@ def _count(value: Any) -> int:
 
 def _choice_text(choice: dict[str, Any]) -> str:
     """A chunk's choice as text for the shapers: a completion's text, or a chat delta's
-    reasoning, content and tool-call fragments (the latter two as `app.upstream_output` records)."""
+    reasoning, content and tool-call fragments (the latter two as `app.pipeline.upstream.output` records)."""
     if "delta" not in choice:
         text = choice.get("text")
         return text if isinstance(text, str) else ""

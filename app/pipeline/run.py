@@ -18,10 +18,8 @@ from typing import Any, Protocol
 from litestar.response import Response, Stream
 from litestar.types import Receive
 
-from app.media import MediaPolicy
-from app.plan import RequestPlan, StreamPlan
-from app.prepare import PreparedRequest, prepare
-from app.server.errors import (
+from app.media.fetch import MediaPolicy
+from app.pipeline.errors import (
     ApiError,
     BadRequest,
     EngineFailure,
@@ -29,7 +27,10 @@ from app.server.errors import (
     ModelUnavailable,
     TooManyRequests,
 )
-from app.server.request_log import (
+from app.pipeline.framing import Framing
+from app.pipeline.plan import RequestPlan, StreamPlan
+from app.pipeline.prepare import PreparedRequest, prepare
+from app.pipeline.record import (
     note_caller,
     note_error,
     note_job,
@@ -38,10 +39,9 @@ from app.server.request_log import (
     output_parts,
     track,
 )
-from app.server.sse import Framing
-from app.stream_buffer import ChunkBuffer, Entry, Piece
-from app.upstream import start_upstream
-from app.usage import RequestClock, UsageCounter
+from app.pipeline.stream_buffer import ChunkBuffer, Entry, Piece
+from app.pipeline.upstream.answer import start_upstream
+from app.pipeline.usage import RequestClock, UsageCounter
 from backends.embedder import EmbeddingError
 from backends.engine import JobTooLarge, QueueFull
 from backends.jobs import (
@@ -134,7 +134,7 @@ async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeSh
 
 async def _answer_upstream(context: RequestContext, plan: RequestPlan, spec: ModelSpec, make_shaper: MakeShaper,
                            framing: Framing) -> Response | Stream:
-    """The plan's answer from the server its model runs on (`app.upstream`): the upstream's
+    """The plan's answer from the server its model runs on (`app.pipeline.upstream.answer`): the upstream's
     chunks arrive as a job's events, so the same shapers, `stream` and `collect` write it. An
     error the upstream answers before its stream starts keeps its status; a later one ends the
     stream with the shaper's error chunk."""

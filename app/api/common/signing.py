@@ -16,7 +16,7 @@ import os
 import secrets
 from pathlib import Path
 
-from app.locations import data_dir
+from app.settings.locations import data_dir
 
 KEY_FILE = "signing.key"
 KEY_BYTES = 32

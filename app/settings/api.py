@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from app.media_policy import MediaPolicy
-from app.server.security_settings import SecuritySettings
+from app.media.policy import MediaPolicy
+from app.settings.security import SecuritySettings
 
 DEFAULT_MAX_LOGPROBS = 5
 

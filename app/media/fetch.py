@@ -22,7 +22,7 @@ from urllib.parse import unquote_to_bytes, urljoin
 
 import httpx
 
-from app.media_policy import MediaPolicy
+from app.media.policy import MediaPolicy
 
 FETCH_TIMEOUT = 10.0  # seconds for a whole fetch
 MAX_REDIRECTS = 3

@@ -1,19 +1,13 @@
-"""What the running server holds for every request: the model registry and the API settings."""
+"""What a door's handler reads from the running server: the model registry, the API settings and
+the request's context for the pipeline (the server's assembly puts them in `app.state`)."""
 
 from __future__ import annotations
 
-from litestar import Litestar, Request
+from litestar import Request
 
-from app.run import RequestContext
-from app.server.settings import ApiSettings
-from app.server.shutdown import Drain
+from app.pipeline.run import RequestContext
+from app.settings.api import ApiSettings
 from backends.registry import ModelRegistry
-
-
-def attach(app: Litestar, registry: ModelRegistry, settings: ApiSettings, drain: Drain) -> None:
-    app.state.registry = registry
-    app.state.settings = settings
-    app.state.drain = drain
 
 
 def registry(request: Request) -> ModelRegistry:

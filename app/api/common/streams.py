@@ -4,11 +4,11 @@ framing (event names, newline-delimited JSON)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
+
+from app.pipeline.framing import Framing
 
 _encoder = msgspec.json.Encoder()
 
@@ -16,14 +16,6 @@ _encoder = msgspec.json.Encoder()
 def sse_data(chunk: Any) -> bytes:
     """One server-sent event carrying `chunk` as JSON."""
     return b"data: " + _encoder.encode(chunk) + b"\n\n"
-
-
-@dataclass(frozen=True)
-class Framing:
-    frame: Callable[[Any], bytes]  # one chunk as it goes out
-    end: bytes  # after the last chunk of a stream that ran to its end (or failed); b"": nothing
-    media_type: str
-    headers: dict[str, str] = field(default_factory=dict)
 
 
 # Proxies must neither cache nor buffer an event stream.

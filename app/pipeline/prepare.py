@@ -11,14 +11,25 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.answer_check import AnswerCheck
-from app.chat_formats import chat_format
-from app.constraints import Constraint, call_grammar, format_grammar, reasoning_first
-from app.images import encode_images, place_images, written_image_prompt
-from app.media import DEFAULT_MEDIA, MediaPolicy
-from app.plan import Conversation, RequestPlan, Sampling
-from app.prompts import Fragments, Prompt, chat_prompt, check_token_ids, written_prompts
-from app.server.errors import BadRequest
+from app.media.fetch import DEFAULT_MEDIA, MediaPolicy
+from app.pipeline.images import encode_images, place_images, written_image_prompt
+from app.pipeline.answer_check import AnswerCheck
+from app.pipeline.chat_formats import chat_format
+from app.pipeline.constraints import (
+    Constraint,
+    call_grammar,
+    format_grammar,
+    reasoning_first,
+)
+from app.pipeline.errors import BadRequest
+from app.pipeline.plan import Conversation, RequestPlan, Sampling
+from app.pipeline.prompts import (
+    Fragments,
+    Prompt,
+    chat_prompt,
+    check_token_ids,
+    written_prompts,
+)
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import GenerationJob, PromptSpec, SamplingParams
 from backends.llama_model import LlamaModel
@@ -34,7 +45,7 @@ class PreparedRequest:
     """A plan and the job that answers it on its model, with what shaping the answer needs."""
 
     plan: RequestPlan
-    served: ServedModel | None  # None: an upstream server answers (`app.upstream.UpstreamPrepared`)
+    served: ServedModel | None  # None: an upstream server answers (`app.pipeline.upstream.answer.UpstreamPrepared`)
     job: GenerationJob
     prompts: list[Prompt]  # one per prompt of the job
     chat: ChatFormat | None = None  # chats: the format whose parser reads the output

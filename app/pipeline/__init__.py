@@ -1,0 +1,1 @@
+"""The request pipeline every door shares: the plan, prepare (render, tokenize, fit, constrain), run (lease, submit, cancel when the client leaves, collect or stream), the answer check, the typed errors."""

@@ -1,0 +1,1 @@
+"""A plan answered by another OpenAI-compatible server, as the engine's events."""

@@ -1,0 +1,1 @@
+"""Settings: the config file, the data and config folders, atomic writes, sizes."""
