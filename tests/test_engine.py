@@ -160,7 +160,13 @@ def test_queue_full_is_429_with_retry_after(small_server):
 def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchanged(model_path):
     """Real engine, no HTTP: a sequence moved into a gap keeps generating the same text."""
     from backends.engine import Engine, EngineOptions
-    from backends.jobs import ChoiceFinished, GenerationJob, PromptSpec, SamplingParams, TextDelta
+    from backends.jobs import (
+        ChoiceFinished,
+        GenerationJob,
+        PromptSpec,
+        SamplingParams,
+        TextDelta,
+    )
     from backends.llama_model import LlamaModel, ModelOptions
 
     model = LlamaModel(model_path, ModelOptions())

@@ -15,13 +15,13 @@ import yaml
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from app.api.fireworks.logprobs import (
+from app.api.common.logprobs import (
     LogprobShaper,
     TokenTexts,
     merge_logprobs,
     token_texts,
 )
-from app.api.fireworks.responses import LogProbs, NewLogProbs
+from app.api.common.outputs import LogProbs, NewLogProbs
 from backends.jobs import MASK_LIST_LIMIT, TokenLogprob
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path

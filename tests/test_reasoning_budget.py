@@ -8,7 +8,13 @@ import asyncio
 import pytest
 
 from backends.engine import Engine, EngineOptions
-from backends.jobs import ChoiceFinished, GenerationJob, PromptSpec, SamplingParams, TextDelta
+from backends.jobs import (
+    ChoiceFinished,
+    GenerationJob,
+    PromptSpec,
+    SamplingParams,
+    TextDelta,
+)
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.reasoning_budget import BudgetTracker, ReasoningBudget
 

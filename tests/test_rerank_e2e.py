@@ -16,7 +16,11 @@ import httpx
 import pytest
 
 from tests.conftest import FIXTURES, POOL, TWO_SLOTS
-from tests.embedding_model import cross_encoder_gguf, reference_class_scores, reference_pair_tokens
+from tests.embedding_model import (
+    cross_encoder_gguf,
+    reference_class_scores,
+    reference_pair_tokens,
+)
 from tests.test_observability import LOG_PROMPTS, request_line
 
 DOCUMENTS = ["Paris is the capital and largest city of France.", "Bananas are yellow fruit rich in potassium.",

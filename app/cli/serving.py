@@ -15,11 +15,11 @@ import uvicorn
 
 from app.media.policy import MediaPolicy
 from app.server.app import create_app
-from app.settings.security import SecuritySettings, describe
-from app.settings.api import ApiSettings
 from app.server.shutdown import Drain, DrainingServer
+from app.settings.api import ApiSettings
 from app.settings.config import Config, ConfigError, ModelEntry, served_spec
 from app.settings.locations import data_dir
+from app.settings.security import SecuritySettings, describe
 from backends.engine import EngineOptions
 from backends.gpu_layers import resolve_gpu_layers
 from backends.kv_cache import engine_kv

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.media.fetch import DEFAULT_MEDIA, MediaPolicy
-from app.pipeline.images import encode_images, place_images, written_image_prompt
 from app.pipeline.answer_check import AnswerCheck
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.constraints import (
@@ -22,6 +21,7 @@ from app.pipeline.constraints import (
     reasoning_first,
 )
 from app.pipeline.errors import BadRequest
+from app.pipeline.images import encode_images, place_images, written_image_prompt
 from app.pipeline.plan import Conversation, RequestPlan, Sampling
 from app.pipeline.prompts import (
     Fragments,

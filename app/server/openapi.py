@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 
 from app.api.anthropic import openapi as anthropic_openapi
+from app.api.common.outputs import LogProbs, NewLogProbs
+from app.api.common.paths import API_PREFIXES
 from app.api.embeddings.routes import EmbeddingRequest, EmbeddingResponse
 from app.api.fireworks.requests import ChatCompletionRequest, CompletionRequest
 from app.api.fireworks.responses import (
@@ -19,12 +21,9 @@ from app.api.fireworks.responses import (
     ChatCompletionStreamResponse,
     CompletionResponse,
     CompletionStreamResponse,
-    LogProbs,
     ModelCard,
     ModelList,
-    NewLogProbs,
 )
-from app.api.fireworks.routes import API_PREFIXES
 from app.api.ollama import openapi as ollama_openapi
 from app.api.rerank.routes import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi

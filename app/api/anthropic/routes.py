@@ -13,10 +13,10 @@ from app.api.anthropic.plan import count_plan, messages_plan
 from app.api.anthropic.responses import CountTokensResponse
 from app.api.anthropic.shaper import MessageShaper
 from app.api.anthropic.wire import CountTokensRequest, MessagesRequest
+from app.api.common.context import request_context
 from app.api.common.decode import decode_body
 from app.pipeline.prepare import prepare
 from app.pipeline.run import acquire_model, answer
-from app.api.common.context import request_context
 
 
 @post(["/v1/messages", "/messages"], status_code=200)

@@ -27,15 +27,15 @@ from litestar.response import Response
 from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
+from app.api.common.context import request_context
 from app.api.common.decode import decode_body
+from app.api.common.paths import API_PREFIXES
+from app.api.common.perf_metrics import perf_headers
 from app.api.embeddings.inputs import Item, format_objects, parse_inputs
-from app.api.fireworks.perf_metrics import perf_headers
-from app.api.fireworks.routes import API_PREFIXES
 from app.pipeline.errors import BadRequest
 from app.pipeline.record import note_caller, track
 from app.pipeline.run import acquire_model, job_events, submit
 from app.pipeline.usage import RequestClock, UsageCounter
-from app.api.common.context import request_context
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import Embedded, EmbeddingJob
 from backends.registry import Lease

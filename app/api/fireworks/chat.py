@@ -10,8 +10,9 @@ from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
 from app.api.common.decode import decode_body
+from app.api.common.extras import ChoiceExtras
+from app.api.common.outputs import UsageInfo
 from app.api.common.streams import OPENAI_SSE
-from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
 from app.api.fireworks.responses import (
@@ -26,7 +27,6 @@ from app.api.fireworks.responses import (
     InternalContent,
     ToolCallDelta,
     ToolCallOut,
-    UsageInfo,
 )
 from app.pipeline.answer_check import SchemaViolation, reported
 from app.pipeline.errors import ApiError, ErrorResponse

@@ -9,16 +9,15 @@ from litestar.response import Response
 from msgspec import UNSET, UnsetType
 
 from app.api.common.decode import decode_body
+from app.api.common.extras import ChoiceExtras
+from app.api.common.outputs import ChoiceLogprobs, UsageInfo
 from app.api.common.streams import OPENAI_SSE
-from app.api.fireworks.extras import ChoiceExtras
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
 from app.api.fireworks.responses import (
-    ChoiceLogprobs,
     CompletionChoice,
     CompletionResponse,
     CompletionStreamResponse,
-    UsageInfo,
 )
 from app.pipeline.answer_check import SchemaViolation, reported
 from app.pipeline.errors import ApiError, ErrorResponse

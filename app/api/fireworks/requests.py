@@ -13,17 +13,16 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import Meta
 
+from app.api.common.wire import (
+    ChoiceCount,
+    Penalty,
+    Probability,
+    RepetitionPenalty,
+    Temperature,
+    TopK,
+    WireStruct,
+)
 
-class WireStruct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Base for request Structs: unknown fields are a schema error (422)."""
-
-
-Temperature = Annotated[float, Meta(ge=0, le=2)]
-Probability = Annotated[float, Meta(ge=0, le=1)]
-Penalty = Annotated[float, Meta(ge=-2, le=2)]
-RepetitionPenalty = Annotated[float, Meta(ge=0, le=2)]
-TopK = Annotated[int, Meta(ge=0, le=100)]
-ChoiceCount = Annotated[int, Meta(ge=1, le=128)]
 ReasoningEffortLevel = Literal["low", "medium", "high", "xhigh", "max", "none", "adaptive"]
 ReasoningEffort = ReasoningEffortLevel | int | bool
 SamplingMaskMode = Literal["count", "non_zero_list", "non_zero_buffer"]

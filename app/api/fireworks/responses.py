@@ -6,92 +6,14 @@ way Fireworks answers; every other field is always written.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-import msgspec
 from msgspec import UNSET, UnsetType
 
+from app.api.common.outputs import ChoiceLogprobs, RawOutput, ResponseStruct, UsageInfo
 from app.pipeline.answer_check import SchemaViolation
 
-
-class ResponseStruct(msgspec.Struct):
-    pass
-
-
-class PromptTokensDetails(ResponseStruct):
-    cached_tokens: int | None = None
-
-
-class UsageInfo(ResponseStruct):
-    prompt_tokens: int
-    total_tokens: int
-    completion_tokens: int | None = None
-    prompt_tokens_details: PromptTokensDetails | None = None
-
-    @classmethod
-    def of(cls, prompt_tokens: int, completion_tokens: int, cached_tokens: int) -> UsageInfo:
-        return cls(
-            prompt_tokens=prompt_tokens,
-            completion_tokens=completion_tokens,
-            total_tokens=prompt_tokens + completion_tokens,
-            prompt_tokens_details=PromptTokensDetails(cached_tokens=cached_tokens),
-        )
-
-
 FinishReason = Literal["stop", "length", "error"]
-
-
-class LogProbs(ResponseStruct):
-    """The legacy shape (`logprobs`: N): one entry per token in each list."""
-
-    tokens: list[str]
-    token_logprobs: list[float | None]
-    top_logprobs: list[dict[str, float] | None] | None
-    text_offset: list[int]
-    token_ids: list[int] | None = None
-
-
-class TopLogProb(ResponseStruct):
-    token: str
-    logprob: float
-    token_id: int
-    bytes: list[int]
-
-
-class LogProbContent(ResponseStruct):
-    token: str
-    logprob: float | None  # null for the first prompt token (echo)
-    sampling_logprob: float | None
-    bytes: list[int]
-    top_logprobs: list[TopLogProb]
-    token_id: int
-    text_offset: int
-    sampling_mask_count: int | UnsetType = UNSET
-    sampling_mask: list[int] | str | UnsetType = UNSET
-
-
-class NewLogProbs(ResponseStruct):
-    """The OpenAI shape (`logprobs: true`, `top_logprobs`: N)."""
-
-    content: list[LogProbContent]
-
-
-# LogProbs | NewLogProbs | None: msgspec cannot describe a union of untagged Structs, so the field
-# is typed loosely and the schema names the two shapes (both listed in `app.server.openapi`).
-ChoiceLogprobs = Annotated[
-    Any,
-    msgspec.Meta(extra_json_schema={"anyOf": [{"$ref": "#/components/schemas/LogProbs"},
-                                              {"$ref": "#/components/schemas/NewLogProbs"}, {"type": "null"}]}),
-]
-
-
-class RawOutput(ResponseStruct):
-    prompt_fragments: list[str | int]
-    prompt_token_ids: list[int]
-    completion: str
-    completion_token_ids: list[int] | None = None
-    completion_logprobs: NewLogProbs | None = None
-    grammar: str | None = None
 
 
 class InternalContent(ResponseStruct):

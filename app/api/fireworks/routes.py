@@ -7,15 +7,14 @@ from litestar.params import FromPath
 from litestar.response import Response, Stream
 from msgspec import UNSET
 
+from app.api.common.context import registry, request_context, settings
+from app.api.common.paths import API_PREFIXES
 from app.api.fireworks.chat import create_chat_completion
 from app.api.fireworks.completions import create_completion
 from app.api.fireworks.responses import ModelCard, ModelList
 from app.pipeline.errors import ModelNotFound
-from app.api.common.context import registry, request_context, settings
 from backends.embedder import Pooling, declared_pooling
 from backends.registry import ModelSpec, ServedModel
-
-API_PREFIXES = ("/v1", "/inference/v1")
 
 
 def _paths(suffix: str) -> list[str]:

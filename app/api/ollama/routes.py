@@ -8,6 +8,7 @@ import asyncio
 from litestar import Request, Router, delete, get, head, post
 from litestar.response import Response, Stream
 
+from app.api.common.context import registry, request_context
 from app.api.common.decode import decode_body
 from app.api.ollama import embed as embedding
 from app.api.ollama import generation
@@ -39,7 +40,6 @@ from app.api.ollama.wire import (
     OllamaVersionResponse,
 )
 from app.pipeline.errors import BadRequest
-from app.api.common.context import registry, request_context
 from app.settings.config import remove_model
 from backends.llama_model import ModelLoadError
 from backends.registry import ModelSpec, ServedModel

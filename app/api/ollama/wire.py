@@ -17,7 +17,10 @@ class OllamaStruct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=Tru
     pass
 
 
-class OllamaToolCallFunction(OllamaStruct):
+class OllamaToolCallFunction(OllamaStruct, omit_defaults=False):
+    """`arguments` is written even when empty (a tool without parameters, a call cut short before
+    any whole argument): Ollama's client requires it."""
+
     name: str
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
     index: int | UnsetType = UNSET  # Ollama's newer servers number parallel calls

@@ -23,8 +23,9 @@ from litestar.response import Response
 from litestar.types import Receive
 from msgspec import UNSET, UnsetType
 
+from app.api.common.context import request_context
 from app.api.common.decode import decode_body
-from app.api.fireworks.routes import API_PREFIXES
+from app.api.common.paths import API_PREFIXES
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import Conversation
@@ -33,7 +34,6 @@ from app.pipeline.prompts import Prompt, chat_prompt
 from app.pipeline.record import track
 from app.pipeline.run import acquire_model, job_events, submit
 from app.pipeline.usage import RequestClock, UsageCounter
-from app.api.common.context import request_context
 from backends.cross_encoder import RankingError, pair_tokens, relevance
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import (

@@ -15,7 +15,7 @@ import msgspec
 from msgspec import Meta
 
 from app.api.common.decode import decode_body, from_msgspec
-from app.api.fireworks.requests import Probability, Temperature, WireStruct
+from app.api.common.wire import Probability, Temperature, WireStruct
 from app.pipeline.errors import BadRequest
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]

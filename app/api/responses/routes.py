@@ -9,12 +9,12 @@ from litestar import Request, Router, delete, get, post
 from litestar.params import FromPath, FromQuery, QueryParameter
 from litestar.response import Response, Stream
 
+from app.api.common.context import request_context, settings
 from app.api.common.errors import OpenAIShape, error_handlers
 from app.api.responses.create import NotStored, create_response
 from app.api.responses.objects import DeletedResponse, InputItemList
 from app.api.responses.store import response_store
 from app.pipeline.errors import BadRequest
-from app.api.common.context import request_context, settings
 
 MAX_LIST = 100
 

@@ -17,9 +17,9 @@ from typing import Any
 import msgspec
 from litestar.response import Response as HttpResponse
 
+from app.api.common.logprobs import LogprobShaper, token_texts
+from app.api.common.outputs import NewLogProbs
 from app.api.common.streams import SSE_HEADERS
-from app.api.fireworks.logprobs import LogprobShaper, token_texts
-from app.api.fireworks.responses import NewLogProbs
 from app.api.responses.items import new_item_id, seal_reasoning
 from app.api.responses.objects import (
     ArgumentsDeltaEvent,

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from litestar.response import Response
 from msgspec import UNSET
 
-from app.api.fireworks.extras import ChoiceExtras
-from app.api.fireworks.logprobs import TokenTexts, token_texts
+from app.api.common.extras import ChoiceExtras
+from app.api.common.logprobs import TokenTexts, token_texts
 from app.api.tgi.plan import TgiAnswer
 from app.api.tgi.wire import (
     BestOfSequence,

@@ -14,8 +14,8 @@ from typing import Annotated, Any, Literal
 import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
-from app.api.fireworks.requests import WireStruct
-from app.api.fireworks.responses import RawOutput
+from app.api.common.outputs import RawOutput
+from app.api.common.wire import WireStruct
 
 Positive = Annotated[float, Meta(gt=0)]
 OpenProbability = Annotated[float, Meta(gt=0, le=1)]

@@ -11,14 +11,9 @@ from dataclasses import dataclass, field
 
 from msgspec import UNSET, UnsetType
 
-from app.api.fireworks.logprobs import LogprobShaper, merge_logprobs, token_texts
-from app.api.fireworks.perf_metrics import perf_headers, perf_metrics
-from app.api.fireworks.responses import (
-    ChoiceLogprobs,
-    NewLogProbs,
-    RawOutput,
-    UsageInfo,
-)
+from app.api.common.logprobs import LogprobShaper, merge_logprobs, token_texts
+from app.api.common.outputs import ChoiceLogprobs, NewLogProbs, RawOutput, UsageInfo
+from app.api.common.perf_metrics import perf_headers, perf_metrics
 from app.pipeline.plan import ECHO_ALL, OutputOptions
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.prompts import Fragments

@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from app.api.fireworks.responses import (
+from app.api.common.outputs import (
     ChoiceLogprobs,
     LogProbContent,
     LogProbs,
