@@ -58,10 +58,6 @@ class PreparedRequest:
         return self.chat is not None
 
     @property
-    def prompt_texts(self) -> list[str]:
-        return [prompt.text for prompt in self.prompts]
-
-    @property
     def fragments(self) -> list[Fragments]:
         return [prompt.fragments for prompt in self.prompts]
 
