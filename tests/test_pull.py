@@ -25,7 +25,7 @@ import pytest
 from huggingface_hub import constants as hf_constants
 
 from app import cli
-from app.cli import pull
+from app.hub import RemoteFile, Target, choose, parse_target
 from app.settings.config import load_config
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -375,20 +375,20 @@ def test_an_id_that_is_another_models_alias_is_refused_before_downloading(hub, t
 
 
 @pytest.mark.parametrize(("text", "expected"), [
-    ("acme/Repo-GGUF", pull.Target("acme/Repo-GGUF")),
-    ("acme/Repo-GGUF/sub/m.gguf", pull.Target("acme/Repo-GGUF", "sub/m.gguf")),
-    ("https://huggingface.co/acme/Repo-GGUF/blob/dev/m.gguf?download=true", pull.Target("acme/Repo-GGUF", "m.gguf", "dev")),
-    ("hf.co/acme/Repo-GGUF/tree/main/Q4_K_M", pull.Target("acme/Repo-GGUF", "Q4_K_M", "main")),
+    ("acme/Repo-GGUF", Target("acme/Repo-GGUF")),
+    ("acme/Repo-GGUF/sub/m.gguf", Target("acme/Repo-GGUF", "sub/m.gguf")),
+    ("https://huggingface.co/acme/Repo-GGUF/blob/dev/m.gguf?download=true", Target("acme/Repo-GGUF", "m.gguf", "dev")),
+    ("hf.co/acme/Repo-GGUF/tree/main/Q4_K_M", Target("acme/Repo-GGUF", "Q4_K_M", "main")),
 ])
 def test_targets(text, expected):
-    assert pull.parse_target(text) == expected
+    assert parse_target(text) == expected
 
 
 def test_quant_labels_and_folders():
-    files = [pull.RemoteFile(p) for p in ("Q4_K_M/m-Q4_K_M-00001-of-00002.gguf", "Q4_K_M/m-Q4_K_M-00002-of-00002.gguf",
-                                          "UD-IQ1_S/m-UD-IQ1_S.gguf", "mmproj-F16.gguf", "mmproj-BF16.gguf")]
-    model, projector = pull.choose(files, pull.Target("a/b", "Q4_K_M"), None)
+    files = [RemoteFile(p) for p in ("Q4_K_M/m-Q4_K_M-00001-of-00002.gguf", "Q4_K_M/m-Q4_K_M-00002-of-00002.gguf",
+                                     "UD-IQ1_S/m-UD-IQ1_S.gguf", "mmproj-F16.gguf", "mmproj-BF16.gguf")]
+    model, projector = choose(files, Target("a/b", "Q4_K_M"), None)
     assert [p.path for p in model.parts] == [files[0].path, files[1].path] and model.quant == "Q4_K_M"
     assert projector is not None and projector.path == "mmproj-F16.gguf"  # from the repo's top folder
-    model, _ = pull.choose(files, pull.Target("a/b"), "iq1_s")
+    model, _ = choose(files, Target("a/b"), "iq1_s")
     assert model.first.path == "UD-IQ1_S/m-UD-IQ1_S.gguf"

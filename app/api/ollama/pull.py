@@ -1,6 +1,6 @@
-"""`POST /api/pull` through `fireside pull`'s machinery: the model comes from the Hugging Face Hub
-(Ollama's own library is not a source Fireside reads), is checked against the Hub's sha256, added
-to the config and served at once, under its `fireside pull` id and under the name it was pulled as.
+"""`POST /api/pull` through the pull library that `fireside pull` uses too (`app.hub`): the model
+comes from the Hugging Face Hub (Ollama's own library is not a source Fireside reads), is checked
+against the Hub's sha256, added to the config and served at once, under its `fireside pull` id and under the name it was pulled as.
 
 Names: `owner/repo`, `owner/repo/file.gguf`, `hf.co/owner/repo` or a huggingface.co URL, with an
 optional `:QUANT` tag as Ollama writes Hub models (`hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M`);
@@ -18,10 +18,10 @@ from typing import Any
 
 from tqdm.std import tqdm
 
+from app import hub
 from app.api.ollama.wire import OllamaErrorResponse, OllamaProgressResponse
-from app.cli import pull as hub
 from app.pipeline.errors import ApiError, BadRequest
-from app.settings.config import ConfigError, add_model, load_config, served_spec
+from app.settings.config import ConfigError, load_config, served_spec
 from backends.llama_model import ModelLoadError
 from backends.model_file import gguf_parts
 from backends.registry import ModelRegistry, ModelSpec
@@ -77,27 +77,18 @@ def run_pull(name: str, target: hub.Target, quant: str | None, report: Report) -
     """List, choose, download with progress, verify, register in the config (blocking: a thread)."""
     report(OllamaProgressResponse("pulling manifest"))
     with hub.hub_errors(target):
-        files, commit = hub.list_files(target, None)
-        if not files:
-            raise hub.PullError(f"no GGUF files in {target.repo_id}")
-        model, projector = hub.choose(files, target, quant)
-        model_id = hub.default_id(model)
-        hub.check_id(model_id)
-        wanted = [*model.parts, *([projector] if projector else [])]
+        choice = hub.choose_pull(target, quant, None, None)
         paths = []
-        for file in wanted:
+        for file in choice.files:
             digest = f"sha256:{file.sha256}" if file.sha256 else file.path
             label = file.sha256[:12] if file.sha256 else file.name
-            paths.append(hub.download(target.repo_id, file, commit, None, _progress_bar(report, label, digest)))
+            paths.append(hub.download(target.repo_id, file, choice.commit, None, _progress_bar(report, label, digest)))
         report(OllamaProgressResponse("verifying sha256 digest"))  # done by `download`, before the rename
     report(OllamaProgressResponse("writing manifest"))
-    entry: dict[str, Any] = {"id": model_id, "file": paths[0]}
-    if name not in (model_id, f"{model_id}:latest"):
-        entry["aliases"] = [name]  # clients go on to use the name they pulled
-    if projector:
-        entry["mmproj"] = paths[-1]
-    add_model(entry)
-    return _spec(model_id)
+    # clients go on to use the name they pulled
+    aliases = () if name in (choice.model_id, f"{choice.model_id}:latest") else (name,)
+    hub.register(choice, paths, aliases)
+    return _spec(choice.model_id)
 
 
 def _register(registry: ModelRegistry, spec: ModelSpec) -> None:

@@ -1,4 +1,4 @@
-"""Downloads that survive being stopped, for `fireside pull`.
+"""Downloads that survive being stopped, for a pull (`app.hub`).
 
 The bytes go to `<file>.part` beside the file's final path; a later attempt (in the same process
 after a dropped connection, or a new pull after a kill, Ctrl-C or a full disk) continues from the
@@ -28,7 +28,7 @@ if hasattr(errno, "EDQUOT"):  # not on Windows
 
 
 class PullError(Exception):
-    """A pull that cannot go on (here or in `app.cli.pull`); the message is the one line the user sees."""
+    """A pull that cannot go on; the message is the one line the user sees."""
 
 
 def human_size(size: int | None) -> str:
