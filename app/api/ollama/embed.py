@@ -1,5 +1,5 @@
-"""`POST /api/embed` and the older `POST /api/embeddings`, on the embedding path of `/v1/embeddings`
-(`app.api.embeddings.routes`). As Ollama does, `/api/embed` returns unit-length vectors and cuts an
+"""`POST /api/embed` and the older `POST /api/embeddings`, on the embedding path `/v1/embeddings`
+takes too (`app.pipeline.embed`). As Ollama does, `/api/embed` returns unit-length vectors and cuts an
 input longer than the model embeds at once unless `truncate` is false; `/api/embeddings`
 returns the vector as the model gives it."""
 
@@ -8,8 +8,6 @@ from __future__ import annotations
 import time
 
 from app.api.common.decode import decode_body
-from app.api.embeddings.inputs import parse_inputs
-from app.api.embeddings.routes import EmbeddingPlan, embed_on
 from app.api.ollama.models import resolve
 from app.api.ollama.options import check_num_ctx, keep_alive_seconds, parse_options
 from app.api.ollama.shapers import nanoseconds
@@ -20,6 +18,8 @@ from app.api.ollama.wire import (
     OllamaEmbedRequest,
     OllamaEmbedResponse,
 )
+from app.pipeline.embed import EmbeddingPlan, embed_on
+from app.pipeline.embedding_inputs import parse_inputs
 from app.pipeline.errors import BadRequest
 from app.pipeline.record import track
 from app.pipeline.run import RequestContext, acquire_model
@@ -52,7 +52,7 @@ def _plan(model: str, inputs: str | list[str], *, normalize: bool, truncate: boo
         raise BadRequest(f"dimensions must be 1 or more, got {dimensions}", param="dimensions")
     if isinstance(inputs, list) and not inputs:
         raise BadRequest("input must hold at least one text", param="input")
-    return EmbeddingPlan(model, parse_inputs(inputs, None), None, normalize, dimensions, None, False, False, None,
+    return EmbeddingPlan(model, parse_inputs(inputs, None), normalize=normalize, dimensions=dimensions,
                          truncate=truncate)
 
 

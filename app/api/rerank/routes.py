@@ -27,6 +27,7 @@ from app.api.common.context import request_context
 from app.api.common.decode import decode_body
 from app.api.common.paths import API_PREFIXES
 from app.pipeline.chat_formats import chat_format
+from app.pipeline.embed import pooled
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import Conversation
 from app.pipeline.prepare import require_generative
@@ -37,8 +38,6 @@ from app.pipeline.usage import RequestClock, UsageCounter
 from backends.cross_encoder import RankingError, pair_tokens, relevance
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import (
-    Embedded,
-    EmbeddingJob,
     GenerationJob,
     LogprobOptions,
     PromptLogprobs,
@@ -165,14 +164,12 @@ async def _cross_encoder_scores(served: ServedModel, plan: RerankPlan, receive: 
         if len(pair) > limit:
             raise BadRequest(f"documents[{index}]: the query and this document make {len(pair)} tokens; this model "
                              f"reads at most {limit} at once", param="documents", code="context_length_exceeded")
-    scores: dict[int, float] = {}
-    async for event in job_events(submit(served, EmbeddingJob(tuple(pairs))), receive):
-        assert isinstance(event, Embedded)
-        try:
-            scores[event.choice] = relevance(model, event.vector)
-        except RankingError as error:
-            raise BadRequest(str(error), param="model") from None
-    return [scores[index] for index in range(len(pairs))], sum(len(pair) for pair in pairs)
+    vectors = await pooled(served, tuple(pairs), receive)
+    try:
+        scores = [relevance(model, vector) for vector in vectors]
+    except RankingError as error:
+        raise BadRequest(str(error), param="model") from None
+    return scores, sum(len(pair) for pair in pairs)
 
 
 async def _llm_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -> tuple[list[float], int]:

@@ -1,4 +1,5 @@
-"""An embedding request's `input`: strings, token ids, or objects formatted by `prompt_template`.
+"""An embedding request's `input`, whichever door it came through: strings, token ids, or objects
+formatted by `prompt_template`.
 
 Objects are Fireworks' structured inputs: each object becomes one string through the request's
 `prompt_template`, rendered in the chat templates' sandbox with the object's fields as variables.
