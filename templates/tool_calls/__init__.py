@@ -16,10 +16,15 @@ The parser is fed the *content* text (reasoning already split off) and returns c
 - XML-style syntaxes (Qwen3-Coder, GLM, MiniMax, DSML, Seed-OSS, ...) send the name as soon as the
   call's header is complete, then the arguments parameter by parameter (`{"a":1`, `,"b":"x"`, `}`);
   a parameter's value becomes its JSON type when it parses as a JSON number, boolean, null, object
-  or array, else it is the text (the template writes strings unquoted); once its header is
-  complete the call stands, and output cut off inside it ends the call with what was written.
-The argument fragments of a call concatenate to `ToolCall.arguments`, a compact JSON object. Every
-decision waits until the text settles it, so a stream gives the same result however it is chunked.
+  or array, else it is the text (the template writes strings unquoted);
+- output that ends inside a call (`max_tokens`, a stop sequence) ends it as OpenAI's API does: the
+  call stands once its name is complete, marked `cut`, with its arguments as far as they were
+  written (JSON syntaxes: the text as written, which need not be a whole object; XML and other
+  syntaxes: the parameters read so far, the last one as written); markup cut before the name is
+  complete is dropped, unless what was written can no longer become a call (then it is content).
+The argument fragments of a call concatenate to `ToolCall.arguments`, a compact JSON object (for a
+call cut short in a JSON syntax, the text written). Every decision waits until the text settles
+it, so a stream gives the same result however it is chunked.
 The markers must reach the parser as text (special tokens rendered by the engine).
 
 The package: the shared machinery (`patterns`: the incremental PEG; `parser`: `ToolCallParser`;

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from grammars.gbnf import literal
-from templates.tool_calls.calls import PYTHON_TAG, Call, named_call, python_tag
+from templates.tool_calls.calls import PYTHON_TAG, Call, cut_in, named_call, python_tag
 from templates.tool_calls.grammar import Function, Grammar, alternatives, repeat
 from templates.tool_calls.patterns import (
     Alt,
@@ -26,7 +26,9 @@ def _functionary_v31_grammar(g: Grammar, functions: list[Function], parallel: bo
 
 
 def _functionary_v31_build(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    return python_tag(caps, names) if "body" in caps else named_call(caps, names)
+    if "body" in caps or cut_in(caps, "body") is not None:
+        return python_tag(caps, names)
+    return named_call(caps, names)
 
 
 FUNCTIONARY_V31 = BlockSyntax(
@@ -49,7 +51,7 @@ _RECIPIENT_V32 = Alt(Seq(L("all"), L("\n")),
 
 
 def _functionary_v32_build(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    return named_call(caps, names) if "name" in caps else []
+    return named_call(caps, names) if "name" in caps or "_cut" in caps else []
 
 
 FUNCTIONARY_V32 = BlockSyntax(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from templates.tool_calls.calls import PYTHON_TAG, Call, json_calls, python_tag
+from templates.tool_calls.calls import PYTHON_TAG, Call, cut_in, json_calls, python_tag
 from templates.tool_calls.grammar import (
     Function,
     Grammar,
@@ -20,7 +20,9 @@ def _llama3_grammar(g: Grammar, functions: list[Function], parallel: bool, varia
 
 
 def _llama3_build(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    return python_tag(caps, names) if "body" in caps else json_calls()(caps, names)
+    if "body" in caps or cut_in(caps, "body") is not None:
+        return python_tag(caps, names)
+    return json_calls()(caps, names)
 
 
 LLAMA3 = BlockSyntax(

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from grammars.gbnf import literal
-from templates.tool_calls.calls import Call, json_calls, named_call
+from templates.tool_calls.calls import Call, cut_in, json_calls, named_call
 from templates.tool_calls.grammar import (
     COMMA_WS,
     Function,
@@ -46,7 +46,7 @@ def _mistral_json_grammar(g: Grammar, functions: list[Function], parallel: bool,
 
 
 def _mistral_build(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    if "name" in caps:
+    if "name" in caps or cut_in(caps, "name") is not None:
         return named_call(caps, names)
     return json_calls(id_key="id")(caps, names)
 

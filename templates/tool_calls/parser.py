@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from templates.reasoning_parser import find_first, partial_marker_length
@@ -16,9 +16,13 @@ from templates.tool_calls.strict_json import dump_json
 class ToolCall:
     name: str
     arguments: str
-    """A JSON object as a string: compact `json.dumps` of the parsed arguments."""
+    """A JSON object as a string: compact `json.dumps` of the parsed arguments (a call `cut` short
+    in a JSON syntax: the text as written)."""
     id: str | None
     """The model's own id when its syntax carries one, else None (the server assigns one)."""
+    cut: bool = field(default=False, compare=False)
+    """The output ended inside the call (`max_tokens`, a stop sequence): `arguments` are what was
+    written of them, which need not be a whole JSON object (see `ToolSyntax.begin`)."""
 
 
 @dataclass(frozen=True)
@@ -160,18 +164,27 @@ class ToolCallParser:
         self._current.parts.append(fragment)
         out.append(CallDelta(len(self.calls), None, fragment))
 
-    def _close_call(self) -> None:
+    def _close_call(self, cut: bool = False) -> None:
         current = self._current
         assert current is not None
-        self.calls.append(ToolCall(current.name, "".join(current.parts), current.id))
+        self.calls.append(ToolCall(current.name, "".join(current.parts), current.id, cut))
         self._current = None
         self._trim = True
 
     def _whole_call(self, out: Output, call: Call) -> None:
+        """A call read whole; arguments given as text are those of a call cut short, as written."""
         name, arguments, call_id = call
         self._open_call(out, name, call_id)
-        self._arguments(out, dump_json(arguments))
-        self._close_call()
+        cut = isinstance(arguments, str)
+        text = arguments if isinstance(arguments, str) else dump_json(arguments)
+        if text:
+            self._arguments(out, text)
+        self._close_call(cut)
+
+    def _drop_markup(self) -> None:
+        """The output ended inside a call's markup before its name was complete: that markup is
+        neither content nor a call, and the whitespace before it was layout."""
+        self._held = ""
 
 
 def _merge(pieces: Output) -> list[str | CallDelta]:

@@ -3,6 +3,11 @@
 `match(text, i, final, caps)` returns the end of the match, None when the text cannot match, or
 MORE when it cannot tell yet (only when not `final`). Choices are ordered and wait on an earlier
 alternative that may still match, so a decision never depends on how the text was chunked.
+
+A text that ends where a match could still go on is a call cut short (at `max_tokens`, a stop
+sequence): matched not `final` with `caps["_cut"]` set (to None), MORE tells so, `caps` keeps
+what was read whole, and `caps["_cut"]` becomes `(key, text)` when the text ended inside a
+capture: its key, and what was written of it.
 """
 
 from __future__ import annotations
@@ -11,13 +16,20 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from templates.reasoning_parser import find_first
+from templates.reasoning_parser import find_first, partial_marker_length
 from templates.tool_calls.strict_json import load_json
 
 Caps = dict[str, Any]
 
 
 MORE = -1
+
+
+def _cut(caps: Caps, key: str | None, text: str) -> int:
+    """MORE, noting in a cut's `caps` that the text ended inside the capture `key`."""
+    if "_cut" in caps:
+        caps["_cut"] = (key, text)
+    return MORE
 
 
 class Pattern:
@@ -62,7 +74,7 @@ class Chars(Pattern):
         if j - i > self.high:
             return None
         if j == n and not final:
-            return MORE
+            return _cut(caps, self.key, text[i:])
         if j - i < self.low:
             return None
         if self.key:
@@ -80,8 +92,8 @@ class Until(Pattern):
     def match(self, text: str, i: int, final: bool, caps: Caps) -> int | None:
         index, stop = find_first(text[i:], self.stops)
         if stop is None:
-            if not final:
-                return MORE
+            if not final:  # a cut: what was written, less a stop that had begun
+                return _cut(caps, self.key, text[i:len(text) - partial_marker_length(text[i:], self.stops)])
             caps[self.key] = text[i:]
             return len(text)
         caps[self.key] = text[i:i + index]
@@ -97,11 +109,11 @@ class Json(Pattern):
 
     def match(self, text: str, i: int, final: bool, caps: Caps) -> int | None:
         values: list[Any] = []
-        n = len(text)
+        start, n = i, len(text)
         while True:
-            end = _json_end(text, i, caps.get("_memo"))
+            end = json_end(text, i, caps.get("_memo"))
             if end == MORE:
-                return None if final else MORE
+                return None if final else _cut(caps, self.key, text[start:])
             if end is None:
                 value = None
             else:
@@ -125,7 +137,7 @@ class Json(Pattern):
                 while j < n and text[j].isspace():
                     j += 1
             if j == n and not final:
-                return MORE
+                return _cut(caps, self.key, text[start:])
             if j == n or text[j] not in "{[":
                 break
             i = j
@@ -137,7 +149,7 @@ _OUTSIDE_STRINGS = re.compile(r'[^"{}\[\]]*')
 _INSIDE_STRING = re.compile(r'[^"\\]*')
 
 
-def _json_end(text: str, i: int, memo: dict[int, tuple[int, int, bool]] | None = None) -> int | None:
+def json_end(text: str, i: int, memo: dict[int, tuple[int, int, bool]] | None = None) -> int | None:
     """Where the JSON object or array starting at `i` ends (by its brackets), MORE if it has not
     ended yet, None if `i` does not start one. `memo` keeps where an unfinished scan stopped, so
     that scanning a text that only grows at its end costs linear time overall."""
@@ -199,6 +211,8 @@ class Alt(Pattern):
             trial = dict(caps)
             r = option.match(text, i, final, trial)
             if r == MORE:
+                if "_cut" in caps:  # a cut: what this alternative read so far
+                    caps.update(trial)
                 return MORE
             if r is not None:
                 caps.update(trial)

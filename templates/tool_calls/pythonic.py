@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from grammars.gbnf import literal
-from templates.tool_calls.calls import Call, pythonic_calls
+from templates.tool_calls.calls import Call, cut_in, cut_pythonic_calls, pythonic_calls
 from templates.tool_calls.grammar import (
     Function,
     Grammar,
@@ -26,8 +26,15 @@ def _olmo3_grammar(g: Grammar, functions: list[Function], parallel: bool, varian
     return f'"{_OPEN}\\n" {repeat(call, literal(chr(10)), parallel)} "\\n{_CLOSE}"'
 
 
+def _lines(body: str) -> list[str]:
+    return [line.strip() for line in body.splitlines() if line.strip()]
+
+
 def _line_calls(caps: Caps, names: frozenset[str]) -> list[Call] | None:
-    lines = [line.strip() for line in caps["body"].splitlines() if line.strip()]
+    if "_cut" in caps and "body" not in caps:  # cut short: the calls so far (see `calls`)
+        lines = _lines(cut_in(caps, "body") or "")
+        return cut_pythonic_calls(f"[{', '.join(lines)}", names) if lines else []
+    lines = _lines(caps["body"])
     return pythonic_calls(f"[{', '.join(lines)}]", names) if lines else None
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from templates.reasoning_parser import find_first
-from templates.tool_calls.calls import Call, xml_value
+from templates.reasoning_parser import find_first, partial_marker_length
+from templates.tool_calls.calls import Call, could_name, cut_in, xml_value
 from templates.tool_calls.grammar import Grammar, GrammarFn, tool_functions
 from templates.tool_calls.parser import Output, ToolCallParser
 from templates.tool_calls.patterns import EMPTY, MORE, Caps, Pattern
@@ -72,7 +72,16 @@ class ToolSyntax:
     # The parser's hooks.
 
     def begin(self, p: ToolCallParser, out: Output, text: str, final: bool, *, at_start: bool) -> int | None:
-        """At an opener (or the start): how much text a call took (MORE: cannot tell yet; None: no call)."""
+        """At an opener (or the start): how much text a call took (MORE: cannot tell yet; None: no call).
+
+        At the end of the output (`final`), a text that could still have become a call is a call
+        cut short (at `max_tokens`, a stop sequence, or an end of turn the model wrote too soon),
+        and all of it is taken: OpenAI's API returns such a call in `tool_calls` with the
+        arguments as far as they were written, and never its markup as content. Before the
+        call's name is complete there is no call to return, and its markup is dropped (as
+        OpenAI's answer holds neither a call nor text then), provided the name written so far
+        may still become a tool's: a text that cannot become a call stays content, as a whole
+        one that is not a call does."""
         raise NotImplementedError
 
     def resume(self, p: ToolCallParser, out: Output, text: str, final: bool) -> tuple[int, bool]:
@@ -91,14 +100,30 @@ class BlockSyntax(ToolSyntax):
         caps: Caps = {"_memo": p._memo}
         pattern = self.at_start if at_start and self.at_start is not None else self.pattern
         r = pattern.match(text, 0, final, caps)
-        if r is None or r == MORE:
-            return r
+        if r == MORE:
+            return MORE
+        calls = None if r is None else self.build(caps, p.tool_names)
+        if calls is None:
+            return self._cut(p, out, text, pattern) if final and p.tool_names else None
+        for call in calls:
+            p._whole_call(out, call)
+        if final and r < len(text) and pattern.match(text, 0, False, {"_memo": p._memo}) == MORE:
+            return len(text)  # the output ended inside the markup that closes the calls: theirs too
+        return r
+
+    def _cut(self, p: ToolCallParser, out: Output, text: str, pattern: Pattern) -> int | None:
+        """The calls of a text cut short at the end of the output (all of it taken), or None."""
+        caps: Caps = {"_memo": p._memo, "_cut": None}
+        if pattern.match(text, 0, False, caps) != MORE:
+            return None
         calls = self.build(caps, p.tool_names)
         if calls is None:
             return None
+        if not calls:
+            p._drop_markup()
         for call in calls:
             p._whole_call(out, call)
-        return r
+        return len(text)
 
 
 @dataclass(frozen=True)
@@ -115,13 +140,33 @@ class XmlSyntax(ToolSyntax):
     def begin(self, p: ToolCallParser, out: Output, text: str, final: bool, *, at_start: bool) -> int | None:
         caps: Caps = {}
         r = self.header.match(text, 0, final, caps)
-        if r is None or r == MORE:
+        if r == MORE:
+            return MORE
+        if r is not None and caps.get("name") in p.tool_names:
+            p._open_call(out, caps["name"], caps.get("id"))
+            p._mode = "call"
             return r
-        if caps.get("name") not in p.tool_names:
+        return self._cut(p, out, text) if final and p.tool_names else None
+
+    def _cut(self, p: ToolCallParser, out: Output, text: str) -> int | None:
+        """A call's header cut short at the end of the output (all of it taken): the call, no
+        parameters written, once its name is complete; nothing before; None if it cannot be a call."""
+        caps: Caps = {"_cut": None}
+        if self.header.match(text, 0, False, caps) != MORE:
             return None
-        p._open_call(out, caps["name"], caps.get("id"))
-        p._mode = "call"
-        return r
+        written = cut_in(caps, "name")
+        name = caps.get("name") if written is None else None
+        if name is None:
+            if written is not None and not could_name(written, p.tool_names):
+                return None
+            p._drop_markup()
+            return len(text)
+        if name not in p.tool_names:
+            return None
+        p._open_call(out, name, caps.get("id"))
+        p._arguments(out, "{}")
+        p._close_call(cut=True)
+        return len(text)
 
     def resume(self, p: ToolCallParser, out: Output, text: str, final: bool) -> tuple[int, bool]:
         current = p._current
@@ -133,7 +178,8 @@ class XmlSyntax(ToolSyntax):
                 if end is None:
                     if not final:
                         return i, False
-                    value, i = text[i:], n
+                    # cut short inside the value: what was written, less a closing tag begun
+                    value, i = text[i:n - partial_marker_length(text[i:], self.value_ends)], n
                 else:
                     value = text[i:i + index]
                     i += index + (len(end) if end == self.value_ends[0] else 0)
@@ -156,8 +202,11 @@ class XmlSyntax(ToolSyntax):
             r = self.close.match(text, i, final, {}) if i < n else None
             if r == MORE:
                 return i, False
-            # The call ends at its closing markup, at the end of the output, or where the model
-            # left the format (that text stays content).
+            # The call ends at its closing markup, at the end of the output (cut short, with what
+            # was written), or where the model left the format (that text stays content). Markup
+            # the output ended in (a parameter's, the closing one) is the call's.
+            closing = final and (r is None or r < n) and i < n and self.close.match(text, i, False, {}) == MORE
+            cut = r is None and final and (i == n or self.param.match(text, i, False, {}) == MORE)
             p._arguments(out, "}" if current.parts else "{}")
-            p._close_call()
-            return (i if r is None else r), True
+            p._close_call(cut)
+            return (n if cut or closing else i if r is None else r), True
