@@ -4,12 +4,14 @@ The spec offers three overlapping fields; `normalize_reasoning` applies its rule
 `"medium"`/`"none"`, an integer is a token budget, `thinking.effort` beats `reasoning_effort`,
 `keep: "all"` means `reasoning_history: "preserved"`) so that the model families in
 `templates.families` see one `ReasoningRequest` and only check what their model supports.
+
+Its inputs are plain values and `ThinkingControl`, this package's own form of a `thinking`
+object: each API's front door turns its own fields into them, and nothing here reads a door's types.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 EFFORTS = ("none", "low", "medium", "high", "xhigh", "max", "adaptive")
 HISTORY_MODES = ("disabled", "interleaved", "preserved")
@@ -25,6 +27,22 @@ class ReasoningError(ValueError):
         super().__init__(message)
         self.message = message
         self.param = param
+
+
+@dataclass(frozen=True)
+class ThinkingControl:
+    """A `thinking` setting: reasoning on (`enabled`, with the spec's optional extras), off
+    (`disabled`) or the model's own choice (`adaptive`). Only `enabled` takes the extras."""
+
+    type: str = "enabled"
+    budget_tokens: int | None = None
+    """Hard cap on reasoning tokens (at least `MIN_BUDGET_TOKENS`)."""
+    keep: str | None = None
+    """`"all"`: keep earlier turns' reasoning (`reasoning_history: "preserved"`)."""
+    budget_end_str: str | None = None
+    """Phrase forced when the budget runs out (see `ReasoningRequest.budget_end`)."""
+    effort: str | int | bool | None = None
+    """An effort that beats the request's own `reasoning_effort`."""
 
 
 @dataclass(frozen=True)
@@ -49,19 +67,16 @@ class ReasoningRequest:
         return DEFAULT_BUDGET_END if self.budget_end is None else self.budget_end
 
 
-def normalize_reasoning(reasoning_effort: str | int | bool | None, thinking: Any,
+def normalize_reasoning(reasoning_effort: str | int | bool | None, thinking: ThinkingControl | None,
                         reasoning_history: str | None) -> ReasoningRequest:
-    """One `ReasoningRequest` from the three request fields; raises `ReasoningError` for contradictions.
-
-    `thinking` is anything with the attributes of the spec's `ThinkingConfig*` objects
-    (`type`, `budget_tokens`, `keep`, `budget_end_str`, `effort`), or None.
-    """
+    """One `ReasoningRequest` from the three request fields; raises `ReasoningError` for contradictions."""
     if reasoning_history is not None and reasoning_history not in HISTORY_MODES:
         raise ReasoningError(f"Invalid reasoning history: {reasoning_history}", "reasoning_history")
     if thinking is None:
         return _from_effort(reasoning_effort, "reasoning_effort", history=reasoning_history)
-    kind = getattr(thinking, "type", "enabled") or "enabled"
-    extras = {name: getattr(thinking, name, None) for name in ("budget_tokens", "keep", "budget_end_str", "effort")}
+    kind = thinking.type
+    extras = {"budget_tokens": thinking.budget_tokens, "keep": thinking.keep,
+              "budget_end_str": thinking.budget_end_str, "effort": thinking.effort}
     if kind in ("disabled", "adaptive"):
         for name, value in extras.items():
             if value is not None:

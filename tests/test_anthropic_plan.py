@@ -150,6 +150,9 @@ def test_request_fields_map_onto_the_plan() -> None:
     assert messages_plan(request(thinking={"type": "disabled"})).reasoning.effort == "none"
     assert messages_plan(request(thinking={"type": "adaptive"})).reasoning.effort == "adaptive"
     assert messages_plan(request()).reasoning is None  # the model's own default
+    effort = messages_plan(request(output_config={"effort": "high"}, thinking={"type": "enabled", "budget_tokens": 1024}))
+    assert (effort.reasoning.effort, effort.reasoning.budget_tokens, effort.reasoning.param) == (
+        "high", 1024, "output_config.effort")  # a model that refuses the effort names Anthropic's field
     assert messages_plan(request(output_config={"format": {"type": "json_schema", "schema": {"type": "object"}}})
                          ).response_format.schema == {"type": "object"}
     for fields, param in (({"thinking": {"type": "enabled", "budget_tokens": 10}}, "thinking"),

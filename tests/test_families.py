@@ -10,7 +10,6 @@ from typing import Any
 
 import pytest
 
-from app.api.fireworks.requests import ThinkingConfig
 from templates.chat_template import ChatTemplate, TemplateRenderError
 from templates.families import (
     GENERIC,
@@ -24,6 +23,7 @@ from templates.reasoning import (
     DEFAULT_BUDGET_END,
     ReasoningError,
     ReasoningRequest,
+    ThinkingControl,
     normalize_reasoning,
 )
 from templates.reasoning_parser import ReasoningParser
@@ -97,7 +97,7 @@ def source(fixture: str) -> str:
 
 
 def request(effort: object = None, *, history: str | None = None, **thinking: Any) -> ReasoningRequest:
-    config = ThinkingConfig(**thinking) if thinking else None
+    config = ThinkingControl(**thinking) if thinking else None
     return normalize_reasoning(effort, config, history)  # type: ignore[arg-type]
 
 

@@ -147,6 +147,20 @@ def test_tools_and_reasoning_in_the_plan():
     assert isinstance(none, Conversation) and none.shown_tools is None
 
 
+def test_every_thinking_field_reaches_the_reasoning_request():
+    """Chat's `thinking` Struct becomes the templates' own `ThinkingControl` field for field."""
+    plan = chat(thinking={"type": "enabled", "budget_tokens": 2048, "keep": "all", "budget_end_str": "Stop.",
+                          "effort": "high"})
+    assert plan.reasoning == ReasoningRequest(effort="high", budget_tokens=2048, history="preserved",
+                                              budget_end="Stop.", given="high", param="thinking")
+    with pytest.raises(BadRequest) as refused:
+        chat(reasoning_effort=0)
+    assert refused.value.param == "reasoning_effort"
+    with pytest.raises(BadRequest) as refused:
+        chat(thinking={"budget_tokens": 10})
+    assert refused.value.param == "thinking" and "budget_tokens must be >= 1024" in refused.value.message
+
+
 @pytest.mark.parametrize(("body", "message"), [
     ({"response_format": {"type": "text", "schema": {}}}, "does not go with type `text`"),
     ({"logit_bias": {"x": 1}}, "is not a token id"),

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from app.api.fireworks.requests import ThinkingConfig
 from templates.reasoning import (
     DEFAULT_BUDGET_END,
     ReasoningError,
     ReasoningRequest,
+    ThinkingControl,
     normalize_reasoning,
 )
 
 
-def thinking(**fields: object) -> ThinkingConfig:
-    return ThinkingConfig(**fields)  # type: ignore[arg-type]
+def thinking(**fields: object) -> ThinkingControl:
+    return ThinkingControl(**fields)  # type: ignore[arg-type]
 
 
 def shape(request: ReasoningRequest) -> tuple[str | None, int | None, str | None]:
@@ -56,7 +56,7 @@ def shape(request: ReasoningRequest) -> tuple[str | None, int | None, str | None
     (None, thinking(type="disabled"), "disabled", ("none", None, "disabled")),
     (4096, thinking(type="adaptive"), None, ("adaptive", None, None)),
 ])
-def test_normalization(effort: object, thinking_config: ThinkingConfig | None, history: str | None,
+def test_normalization(effort: object, thinking_config: ThinkingControl | None, history: str | None,
                        expected: tuple[str | None, int | None, str | None]) -> None:
     assert shape(normalize_reasoning(effort, thinking_config, history)) == expected  # type: ignore[arg-type]
 
@@ -84,7 +84,7 @@ def test_normalization(effort: object, thinking_config: ThinkingConfig | None, h
      "reasoning_history"),
     (None, thinking(keep="all"), "disabled", "contradicts reasoning_history 'disabled'", "reasoning_history"),
 ])
-def test_errors(effort: object, thinking_config: ThinkingConfig | None, history: str | None, message: str,
+def test_errors(effort: object, thinking_config: ThinkingControl | None, history: str | None, message: str,
                 param: str) -> None:
     with pytest.raises(ReasoningError, match=message) as caught:
         normalize_reasoning(effort, thinking_config, history)  # type: ignore[arg-type]
@@ -108,14 +108,3 @@ def test_budget_end_phrase() -> None:
     assert (request.budget_end, request.budget_end_text) == ("Time is up.", "Time is up.")
     assert normalize_reasoning(None, thinking(budget_tokens=2048, budget_end_str=""), None).budget_end_text == ""
     assert DEFAULT_BUDGET_END.strip() and len(DEFAULT_BUDGET_END) < 100
-
-
-def test_thinking_object_only_needs_the_attributes() -> None:
-    class Thinking:
-        type = "enabled"
-        budget_tokens = 2048
-        keep = None
-        budget_end_str = None
-        effort = "high"
-
-    assert shape(normalize_reasoning(None, Thinking(), None)) == ("high", 2048, None)

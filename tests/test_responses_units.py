@@ -10,9 +10,9 @@ import pytest
 
 from app.api.responses.items import (
     as_items,
+    conversation_turns,
     seal_reasoning,
     stored_item,
-    template_conversation,
 )
 from app.api.responses.plan import check_request, responses_plan
 from app.api.responses.requests import (
@@ -53,13 +53,17 @@ def test_the_conversation_groups_calls_and_carries_reasoning_forward() -> None:
         {"type": "reasoning", "summary": [], "encrypted_content": seal_reasoning("Sealed.")},
         {"role": "assistant", "content": [{"type": "output_text", "text": "Sunny and rain."}]},
     ])
-    messages, images = template_conversation(as_items(request.input), request.instructions)
+    turns = conversation_turns(as_items(request.input), request.instructions)
+    messages, images = turns.messages, turns.images
     assert [message["role"] for message in messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
     assert messages[0]["content"] == "Be brief." and messages[1]["content"].startswith("Weather?\n<__image_")
     assert [(image.where, image.max_side) for image in images] == [("input[0].content[1]", 512)]
     calls = messages[2]
     assert calls["reasoning_content"] == "Two cities." and calls["content"] == ""
     assert [(c["id"], c["function"]["name"]) for c in calls["tool_calls"]] == [("c1", "weather"), ("c2", "weather")]
+    # OpenAI-shaped, `type` included: some templates (Apertus) refuse a call without it
+    assert calls["tool_calls"][0] == {"id": "c1", "type": "function",
+                                      "function": {"name": "weather", "arguments": '{"city": "Paris"}'}}
     assert (messages[4]["tool_call_id"], messages[4]["content"]) == ("c2", "Rain")
     assert messages[5] == {"role": "assistant", "content": "Sunny and rain.", "reasoning_content": "Sealed."}
 
@@ -70,7 +74,7 @@ def test_a_changed_seal_is_refused() -> None:
     request = decode(input=[{"type": "reasoning", "summary": [], "encrypted_content": forged},
                             {"role": "user", "content": "Hi"}])
     with pytest.raises(BadRequest) as caught:
-        template_conversation(as_items(request.input), None)
+        conversation_turns(as_items(request.input), None)
     assert caught.value.param == "input[0].encrypted_content"
 
 

@@ -3,8 +3,6 @@ meaning a schema cannot carry (400, naming the field)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-
 from app.api.anthropic.messages import template_messages
 from app.api.anthropic.tools import tool_plan
 from app.api.anthropic.wire import (
@@ -15,6 +13,7 @@ from app.api.anthropic.wire import (
     ThinkingDisabled,
     ThinkingEnabled,
 )
+from app.api.common.reasoning import reasoning_request
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import (
     Caller,
@@ -26,7 +25,7 @@ from app.pipeline.plan import (
     StreamPlan,
 )
 from backends.jobs import CacheKeys
-from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.reasoning import ReasoningRequest, ThinkingControl
 
 # Request fields that need Anthropic's own servers; named in the 400 when given.
 _REFUSED = {
@@ -38,26 +37,15 @@ _REFUSED = {
 }
 
 
-@dataclass(frozen=True)
-class _ThinkingConfig:
-    """A `thinking` variant with the attributes `normalize_reasoning` reads."""
-
-    type: str
-    budget_tokens: int | None = None
-    keep: None = None
-    budget_end_str: None = None
-    effort: None = None
-
-
-def _thinking(thinking: Thinking | None) -> _ThinkingConfig | None:
+def _thinking(thinking: Thinking | None) -> ThinkingControl | None:
     if thinking is None:
         return None
     if isinstance(thinking, (ThinkingEnabled, ThinkingAdaptive)) and thinking.display == "omitted":
         raise BadRequest("thinking.display 'omitted' is not supported: a thinking block must carry its text to "
                          "be sent back", param="thinking")
     if isinstance(thinking, ThinkingEnabled):
-        return _ThinkingConfig("enabled", thinking.budget_tokens)
-    return _ThinkingConfig("disabled" if isinstance(thinking, ThinkingDisabled) else "adaptive")
+        return ThinkingControl("enabled", thinking.budget_tokens)
+    return ThinkingControl("disabled" if isinstance(thinking, ThinkingDisabled) else "adaptive")
 
 
 def reasoning(request: CountTokensRequest) -> ReasoningRequest | None:
@@ -67,15 +55,7 @@ def reasoning(request: CountTokensRequest) -> ReasoningRequest | None:
     thinking = _thinking(request.thinking)
     if thinking is None and effort is None:
         return None
-    try:
-        normalized = normalize_reasoning(effort, thinking, None)
-    except ReasoningError as error:
-        raise BadRequest(str(error), param=_param(error.param)) from None
-    return replace(normalized, param=_param(normalized.param))
-
-
-def _param(param: str) -> str:
-    return "output_config.effort" if param == "reasoning_effort" else param
+    return reasoning_request(effort, thinking, effort_param="output_config.effort")
 
 
 def _refuse_unsupported(request: CountTokensRequest) -> None:

@@ -17,6 +17,8 @@ from app.api.anthropic.wire import (
     ToolChoiceTool,
 )
 from app.api.common.decode import from_msgspec
+from app.api.common.tools import NamedTool, function_tool, plan_tools
+from app.api.common.tools import ToolChoice as NeutralChoice
 from app.pipeline.errors import BadRequest, RequestValidationError
 from app.pipeline.plan import ToolPlan
 
@@ -51,30 +53,23 @@ def _at(error: RequestValidationError, prefix: list[str | int]) -> RequestValida
     return error
 
 
-def _openai_shaped(tool: CustomTool) -> dict[str, Any]:
-    function: dict[str, Any] = {"name": tool.name, "parameters": tool.input_schema}
-    if tool.description is not None:
-        function["description"] = tool.description
-    return {"type": "function", "function": function}
+def _function(tool: CustomTool) -> dict[str, Any]:
+    return function_tool({"name": tool.name, "parameters": tool.input_schema, "description": tool.description})
+
+
+def _choice(choice: ToolChoice | None) -> tuple[NeutralChoice, bool]:
+    """The choice in neutral terms, and whether a turn may hold several calls."""
+    if choice is None:
+        return "auto", True
+    if isinstance(choice, ToolChoiceNone):
+        return "none", True
+    parallel = not choice.disable_parallel_tool_use
+    if isinstance(choice, ToolChoiceTool):
+        return NamedTool(choice.name, parallel), parallel  # the tool, as often as the model likes unless disabled
+    return ("required" if isinstance(choice, ToolChoiceAny) else "auto"), parallel
 
 
 def tool_plan(tools: list[Any] | None, choice: ToolChoice | None) -> ToolPlan | None:
     """The plan, or None without tools. 400 for a server tool or a choice that names no tool."""
-    shaped = [_openai_shaped(_custom_tool(entry, i)) for i, entry in enumerate(tools or [])]
-    parallel = not (choice is not None and not isinstance(choice, ToolChoiceNone)
-                    and choice.disable_parallel_tool_use)
-    if not shaped:
-        if isinstance(choice, (ToolChoiceAny, ToolChoiceTool)):
-            raise BadRequest("tool_choice: forcing a tool call needs `tools`", param="tool_choice")
-        return None
-    names = [tool["function"]["name"] for tool in shaped]
-    ToolPlan.check_names(names)
-    if isinstance(choice, ToolChoiceNone):
-        return ToolPlan(shaped, "none", tuple(names), parallel)
-    if isinstance(choice, ToolChoiceAny):
-        return ToolPlan(shaped, "required", tuple(names), parallel)
-    if isinstance(choice, ToolChoiceTool):
-        if choice.name not in names:
-            raise BadRequest(f"tool_choice names {choice.name!r}, which is not among the tools", param="tool_choice")
-        return ToolPlan(shaped, "required", (choice.name,), parallel)
-    return ToolPlan(shaped, "auto", tuple(names), parallel)
+    shaped = [_function(_custom_tool(entry, i)) for i, entry in enumerate(tools or [])]
+    return plan_tools(shaped, *_choice(choice))

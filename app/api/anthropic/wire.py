@@ -15,9 +15,7 @@ from typing import Annotated, Any, Literal, Union
 import msgspec
 from msgspec import Meta
 
-
-class WireStruct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
-    """Base for request Structs: unknown fields are a schema error."""
+from app.api.common.wire import WireStruct
 
 
 class Block(WireStruct, tag_field="type"):

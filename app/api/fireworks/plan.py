@@ -9,6 +9,8 @@ from typing import Any
 
 import msgspec
 
+from app.api.common.reasoning import reasoning_request
+from app.api.common.turns import DETAIL_SIDES, Turns, joined, long_side
 from app.api.fireworks.requests import (
     ChatCompletionRequest,
     ChatMessage,
@@ -21,7 +23,6 @@ from app.api.fireworks.tools import tool_plan
 from app.pipeline.errors import BadRequest, RequestValidationError
 from app.pipeline.plan import (
     ECHO_ALL,
-    IMAGE_MARKER,
     IMAGE_PLACEHOLDER,
     Caller,
     Conversation,
@@ -35,13 +36,10 @@ from app.pipeline.plan import (
 )
 from app.pipeline.stream_buffer import BufferPolicy
 from backends.jobs import CacheKeys, LogprobOptions
-from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.reasoning import ReasoningRequest, ThinkingControl
 
 MAX_STOP_SEQUENCES = 4
 LOGIT_BIAS_RANGE = 100.0
-# `detail`: the long side an image is scaled down to before the projector's own preprocessing
-# (OpenAI's "low" is a 512-pixel image; "high" and "auto" leave it to the projector)
-DETAIL_SIDES = {"low": 512, "high": None, "auto": None}
 VIDEO_DETAIL_SIDES = {"low": 512, "default": None, "high": None}
 DEFAULT_FPS, MAX_FPS = 1.0, 30.0  # video frames sampled per second
 DEFAULT_MAX_FRAMES, MAX_VIDEO_FRAMES = 8, 64
@@ -65,13 +63,13 @@ def chat_plan(request: ChatCompletionRequest, max_logprobs: int) -> RequestPlan:
                          param="prompt_truncate_len")
     output = output_options(request, max_logprobs)
     tools = tool_plan(request)
-    images: list[ImageRef] = []
+    turns = chat_turns(request.messages) if request.messages is not None else None
     conversation = Conversation(
-        messages=template_messages(request.messages, images) if request.messages is not None else None,
+        messages=turns.messages if turns is not None else None,
         token_ids=tuple(request.prompt_token_ids) if request.prompt_token_ids is not None else None,
         tools=tools, safe_tokenization=request.safe_tokenization, truncate_to=request.prompt_truncate_len,
-        images=tuple(images))
-    if images and request.prompt_truncate_len is not None:
+        images=tuple(turns.images) if turns is not None else ())
+    if conversation.images and request.prompt_truncate_len is not None:
         raise BadRequest("prompt_truncate_len counts text tokens; it cannot apply to a chat with images yet",
                          param="prompt_truncate_len")
     return _plan(request, conversation, output, reasoning_controls(request), default_max_tokens=None)
@@ -326,14 +324,13 @@ def _prediction_text(prediction: PredictedOutput) -> str:
 
 def reasoning_controls(request: GenerationFields) -> ReasoningRequest:
     """`reasoning_effort`, `thinking` and `reasoning_history` in one shape (400 for contradictions)."""
-    try:
-        return normalize_reasoning(request.reasoning_effort, request.thinking, request.reasoning_history)
-    except ReasoningError as error:
-        raise BadRequest(str(error), param=error.param) from None
+    thinking = request.thinking
+    control = ThinkingControl(**msgspec.structs.asdict(thinking)) if thinking is not None else None
+    return reasoning_request(request.reasoning_effort, control, request.reasoning_history)
 
 
-def _content_text(message: ChatMessage, index: int, images: list[ImageRef]) -> str | None:
-    """The message's text; an image part becomes `IMAGE_MARKER` there, its reference in `images`."""
+def _content_text(message: ChatMessage, index: int, turns: Turns) -> str | None:
+    """The message's text; an image (or video) part becomes its marker there (see `Turns.image`)."""
     content = message.content
     if content is None or isinstance(content, str):
         return content
@@ -345,41 +342,24 @@ def _content_text(message: ChatMessage, index: int, images: list[ImageRef]) -> s
                 raise BadRequest(f"{where} is a text part without text", param="messages")
             texts.append(part.text)
         elif part.type == "image_url":
-            texts.append(_image_marker(part, where, images))
+            texts.append(turns.image(_image(part, where)))
         elif part.type == "video_url":
-            texts.append(_video_marker(part, where, images))
+            texts.append(turns.image(_video(part, where)))
         else:
             raise BadRequest(f"messages[{index}].content[{j}] has unknown type {part.type!r}", param="messages")
-    return "\n".join(texts)  # text parts joined as vLLM joins them for string-content templates
+    return joined(texts)
 
 
-def _image_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) -> str:
+def _image(part: ChatMessageContent, where: str) -> ImageRef:
     image = part.image_url
     if image is None:
         raise BadRequest(f"{where} is an image_url part without image_url", param="messages")
-    side = _long_side(f"{where}.image_url", image.detail, DETAIL_SIDES,
-                      {"max_long_side_pixel": image.max_long_side_pixel})
-    images.append(ImageRef(image.url, where, side))
-    return IMAGE_MARKER
+    side = long_side(f"{where}.image_url", image.detail, DETAIL_SIDES, {"max_long_side_pixel": image.max_long_side_pixel})
+    return ImageRef(image.url, where, side)
 
 
-def _long_side(at: str, detail: str | None, detail_sides: dict[str, int | None],
-               caps: dict[str, int | None]) -> int | None:
-    """The long side a part's image (or each frame) is scaled down to: the smallest of what its
-    `detail` and its pixel caps ask for; None: as sent."""
-    if detail is not None and detail not in detail_sides:
-        raise BadRequest(f"{at}.detail is one of {', '.join(detail_sides)}, got {detail!r}", param="messages")
-    limits = [detail_sides[detail]] if detail is not None else []
-    for name, value in caps.items():
-        if value is not None and value < 1:
-            raise BadRequest(f"{at}.{name} must be 1 or more, got {value}", param="messages")
-        limits.append(value)
-    given = [limit for limit in limits if limit is not None]
-    return min(given) if given else None
-
-
-def _video_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) -> str:
-    """A video part: its frames, sampled as its fields ask, go where the marker is."""
+def _video(part: ChatMessageContent, where: str) -> ImageRef:
+    """A video part: its frames, sampled as its fields ask, go where its marker is."""
     video = part.video_url
     if video is None:
         raise BadRequest(f"{where} is a video_url part without video_url", param="messages")
@@ -392,23 +372,19 @@ def _video_marker(part: ChatMessageContent, where: str, images: list[ImageRef]) 
     frames = video.max_frames if video.max_frames is not None else DEFAULT_MAX_FRAMES
     if not 1 <= frames <= MAX_VIDEO_FRAMES:
         raise BadRequest(f"{at}.max_frames must be 1 to {MAX_VIDEO_FRAMES}, got {frames}", param="messages")
-    side = _long_side(at, video.detail, VIDEO_DETAIL_SIDES,
-                      {"spatial_limit": video.spatial_limit, "max_long_side_pixel": video.max_long_side_pixel})
-    images.append(ImageRef(video.url, where, side, (fps, frames)))
-    return IMAGE_MARKER
+    side = long_side(at, video.detail, VIDEO_DETAIL_SIDES,
+                     {"spatial_limit": video.spatial_limit, "max_long_side_pixel": video.max_long_side_pixel})
+    return ImageRef(video.url, where, side, (fps, frames))
 
 
-def template_messages(messages: list[ChatMessage], images: list[ImageRef] | None = None) -> list[dict[str, Any]]:
-    """The conversation as the plain dicts that chat templates read (image parts: see `_content_text`)."""
+def chat_turns(messages: list[ChatMessage]) -> Turns:
+    """The conversation as the message dicts that chat templates read, with its images."""
     if not messages:
         raise BadRequest("messages must hold at least one message", param="messages")
-    rendered = []
+    turns = Turns(ROLES)
     for i, message in enumerate(messages):
-        if message.role not in ROLES:
-            raise BadRequest(f"messages[{i}].role {message.role!r} is not one of {', '.join(ROLES)}", param="messages")
-        item = msgspec.to_builtins(message)
-        item["content"] = _content_text(message, i, images if images is not None else []) or ""
-        if message.role == "developer":
-            item["role"] = "system"  # OpenAI's newer name for the system role
-        rendered.append(item)
-    return rendered
+        role = turns.role(message.role, i)
+        calls = msgspec.to_builtins(message.tool_calls) if message.tool_calls is not None else None
+        turns.add(role, _content_text(message, i, turns) or "", reasoning=message.reasoning_content,
+                  tool_calls=calls, tool_call_id=message.tool_call_id)
+    return turns

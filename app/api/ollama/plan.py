@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
 
 import llama_cpp
 
-from app.api.fireworks.tools import plan_tools
+from app.api.common.tools import function_tool, plan_tools
+from app.api.common.turns import Turns, joined, tool_call
 from app.api.ollama.options import Options, reasoning, response_format
 from app.api.ollama.wire import (
     OllamaChatRequest,
@@ -27,7 +27,6 @@ from app.api.ollama.wire import (
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import (
-    IMAGE_MARKER,
     IMAGE_PLACEHOLDER,
     Conversation,
     ImageRef,
@@ -48,41 +47,33 @@ def image_ref(data: str, where: str) -> ImageRef:
     return ImageRef(f"data:application/octet-stream;base64,{data}", where)
 
 
-def _with_images(text: str, images: list[str] | None, where: str, refs: list[ImageRef]) -> str:
+def _with_images(text: str, images: list[str] | None, where: str, turns: Turns) -> str:
     """The images' markers before the text, as Ollama puts a message's images before its words."""
     if not images:
         return text
-    refs.extend(image_ref(data, f"{where}[{j}]") for j, data in enumerate(images))
-    return "\n".join([IMAGE_MARKER] * len(images) + ([text] if text else []))
+    markers = [turns.image(image_ref(data, f"{where}[{j}]")) for j, data in enumerate(images)]
+    return joined(markers + ([text] if text else []))
 
 
-def template_messages(messages: list[OllamaMessage], refs: list[ImageRef]) -> list[dict[str, Any]]:
-    rendered: list[dict[str, Any]] = []
+def chat_turns(messages: list[OllamaMessage]) -> Turns:
+    turns = Turns(ROLES)
     call_ids: dict[str, str] = {}  # a tool's name -> the id of its latest call, for the result that answers it
     for i, message in enumerate(messages):
-        if message.role not in ROLES:
-            raise BadRequest(f"messages[{i}].role {message.role!r} is not one of {', '.join(ROLES)}",
-                             param="messages")
-        item: dict[str, Any] = {"role": message.role,
-                                "content": _with_images(message.content or "", message.images,
-                                                        f"messages[{i}].images", refs)}
-        if message.thinking:
-            item["reasoning_content"] = message.thinking
+        role = turns.role(message.role, i)
+        calls = None
         if message.tool_calls:
-            item["tool_calls"] = []
+            calls = []
             for j, call in enumerate(message.tool_calls):
                 call_id = call.id or f"call_{i}_{j}"
                 call_ids[call.function.name] = call_id
-                item["tool_calls"].append({"id": call_id, "type": "function", "function": {
-                    "name": call.function.name, "arguments": json.dumps(call.function.arguments)}})
-        if message.role == "tool":
-            if message.tool_name:
-                item["name"] = message.tool_name
-            call_id = message.tool_call_id or call_ids.get(message.tool_name or "")
-            if call_id:
-                item["tool_call_id"] = call_id
-        rendered.append(item)
-    return rendered
+                calls.append(tool_call(call_id, call.function.name, json.dumps(call.function.arguments)))
+        name = call_id = None
+        if role == "tool":
+            name = message.tool_name or None
+            call_id = message.tool_call_id or call_ids.get(message.tool_name or "") or None
+        turns.add(role, _with_images(message.content or "", message.images, f"messages[{i}].images", turns),
+                  reasoning=message.thinking or None, tool_calls=calls, name=name, tool_call_id=call_id)
+    return turns
 
 
 def _tools(request: OllamaChatRequest) -> ToolPlan | None:
@@ -90,11 +81,10 @@ def _tools(request: OllamaChatRequest) -> ToolPlan | None:
     for i, tool in enumerate(request.tools or []):
         if tool.type != "function":
             raise BadRequest(f"tools[{i}].type is {tool.type!r}; only function tools exist", param="tools")
-        function = {"name": tool.function.name, "parameters": tool.function.parameters or {"type": "object"}}
-        if tool.function.description is not None:
-            function["description"] = tool.function.description
-        tools.append({"type": "function", "function": function})
-    return plan_tools(tools, "auto", None)  # Ollama has no tool_choice: the model decides
+        tools.append(function_tool({"name": tool.function.name,
+                                    "parameters": tool.function.parameters or {"type": "object"},
+                                    "description": tool.function.description}))
+    return plan_tools(tools, "auto", True)  # Ollama has no tool_choice: the model decides
 
 
 def _refuse_unsupported(request: OllamaGenerationBase) -> None:
@@ -119,9 +109,7 @@ def _plan(request: OllamaGenerationBase, model: str, prompt: Conversation | Prom
 
 def chat_plan(request: OllamaChatRequest, model: str, options: Options) -> RequestPlan:
     _refuse_unsupported(request)
-    refs: list[ImageRef] = []
-    conversation = Conversation(messages=template_messages(request.messages or [], refs), tools=_tools(request),
-                                images=tuple(refs))
+    conversation = chat_turns(request.messages or []).conversation(_tools(request))
     return _plan(request, model, conversation, options, reasoning(request.think))
 
 
@@ -151,14 +139,15 @@ async def generate_plan(request: OllamaGenerateRequest, model: str, options: Opt
             if getattr(request, name) is not None:
                 raise BadRequest(f"{name} cannot apply to a raw prompt, which is used as written", param=name)
         return _plan(request, model, Prompts((prompt,), (_placeholder_images(prompt, request.images),)), options, None)
-    refs: list[ImageRef] = []
-    messages = ([{"role": "system", "content": request.system}] if request.system is not None else [])
-    messages.append({"role": "user", "content": _with_images(prompt, request.images, "images", refs)})
+    turns = Turns()
+    if request.system is not None:
+        turns.add("system", request.system)
+    turns.add("user", _with_images(prompt, request.images, "images", turns))
     reasoning_request = reasoning(request.think)
-    conversation = Conversation(messages=messages, images=tuple(refs))
+    conversation = turns.conversation()
     if request.context:
         assert served is not None
-        if refs:
+        if turns.images:
             raise BadRequest("context is token ids; it cannot go with images (send the conversation to /api/chat)",
                              param="context")
         vocab = served.model.n_vocab

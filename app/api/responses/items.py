@@ -1,5 +1,5 @@
 """Input items: normalized for keeping (ids given, string contents as parts), and turned into the
-chat messages that templates read.
+conversation's turns (`app.api.common.turns`) that templates read.
 
 An answer's output items are valid input items too (OpenAI's design: a client sends them back to
 continue by hand), so one conversion serves new input, stored history and sent-back output.
@@ -15,8 +15,7 @@ from typing import Any
 import msgspec
 
 from app.api.common.signing import sign, verify
-from app.api.fireworks.plan import DETAIL_SIDES, template_messages
-from app.api.fireworks.requests import ChatMessage, ToolCall, ToolCallFunction
+from app.api.common.turns import DETAIL_SIDES, Turns, joined, tool_call
 from app.api.responses.requests import (
     FunctionCall,
     FunctionCallOutput,
@@ -31,7 +30,7 @@ from app.api.responses.requests import (
     Refusal,
 )
 from app.pipeline.errors import BadRequest
-from app.pipeline.plan import IMAGE_MARKER, ImageRef
+from app.pipeline.plan import ImageRef
 
 REASONING_KIND = "responses.reasoning"  # what `encrypted_content` signs
 ID_PREFIXES = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
@@ -101,9 +100,9 @@ def _reasoning_text(item: ReasoningInput, where: str) -> str:
     return "\n\n".join(part.text for part in item.summary)
 
 
-# ---- items to chat messages --------------------------------------------------------------------
+# ---- items to turns ---------------------------------------------------------------------------
 
-def _part_text(part: Any, where: str, images: list[ImageRef]) -> str:
+def _part_text(part: Any, where: str, turns: Turns) -> str:
     if isinstance(part, (InputText, OutputText)):
         return part.text
     if isinstance(part, Refusal):
@@ -114,17 +113,15 @@ def _part_text(part: Any, where: str, images: list[ImageRef]) -> str:
                              "(a URL or a data: URL)", param=f"{where}.file_id")
         if part.image_url is None:
             raise BadRequest(f"{where} is an input_image without image_url", param=where)
-        images.append(ImageRef(part.image_url, where, IMAGE_SIDES[part.detail or "auto"]))
-        return IMAGE_MARKER
+        return turns.image(ImageRef(part.image_url, where, IMAGE_SIDES[part.detail or "auto"]))
     assert isinstance(part, InputFile)
     raise BadRequest(f"{where} is an input_file; this server reads text and images only", param=where)
 
 
-def _text(content: str | list[Any], where: str, images: list[ImageRef]) -> str:
+def _text(content: str | list[Any], where: str, turns: Turns) -> str:
     if isinstance(content, str):
         return content
-    # parts joined as chat's text parts are (app.api.fireworks.plan)
-    return "\n".join(_part_text(part, f"{where}.content[{j}]", images) for j, part in enumerate(content))
+    return joined([_part_text(part, f"{where}.content[{j}]", turns) for j, part in enumerate(content)])
 
 
 def _output_text(output: str | list[Any], where: str) -> str:
@@ -136,45 +133,39 @@ def _output_text(output: str | list[Any], where: str) -> str:
             raise BadRequest(f"{where}.output[{j}]: a function_call_output takes text parts only here",
                              param=f"{where}.output")
         texts.append(part.text)
-    return "\n".join(texts)
+    return joined(texts)
 
 
-def template_conversation(items: list[InputItem], instructions: str | None,
-                          first_new: int = 0) -> tuple[list[dict[str, Any]], list[ImageRef]]:
-    """The items (earlier turns first) as chat messages, after `instructions` as the system
-    message; a reasoning item's text becomes the reasoning of the assistant message after it.
-    `first_new`: where this request's own items start (errors name `input[i]` from there)."""
-    messages: list[ChatMessage] = []
-    images: list[ImageRef] = []
+def conversation_turns(items: list[InputItem], instructions: str | None, first_new: int = 0) -> Turns:
+    """The items (earlier turns first) as the conversation's turns, after `instructions` as the
+    system message; a reasoning item's text becomes the reasoning of the assistant message after
+    it, and the calls of one turn are one assistant message. `first_new`: where this request's own
+    items start (errors name `input[i]` from there)."""
+    turns = Turns()
     if instructions:
-        messages.append(ChatMessage(role="system", content=instructions))
+        turns.add("system", instructions)
     reasoning: str | None = None
     for i, item in enumerate(items):
         where = f"input[{i - first_new}]" if i >= first_new else f"previous input[{i}]"
         if isinstance(item, InputMessage):
-            text = _text(item.content, where, images)
+            text = _text(item.content, where, turns)
             if item.role == "assistant":
-                messages.append(ChatMessage(role="assistant", content=text, reasoning_content=reasoning))
+                turns.add("assistant", text, reasoning=reasoning)
                 reasoning = None
             else:
-                messages.append(ChatMessage(role=item.role, content=text))
+                turns.add(turns.role(item.role, i), text)
         elif isinstance(item, FunctionCall):
-            call = ToolCall(function=ToolCallFunction(item.name, item.arguments), id=item.call_id)
-            last = messages[-1] if messages else None
-            if last is not None and last.role == "assistant" and reasoning is None:
-                last.tool_calls = [*(last.tool_calls or []), call]  # calls of one turn, in one message
-            else:
-                messages.append(ChatMessage(role="assistant", content="", tool_calls=[call],
-                                            reasoning_content=reasoning))
-                reasoning = None
+            # a call joins the assistant message before it, unless reasoning came between them
+            turns.add("assistant", "", reasoning=reasoning, tool_calls=[tool_call(item.call_id, item.name, item.arguments)],
+                      merge=reasoning is None)
+            reasoning = None
         elif isinstance(item, FunctionCallOutput):
-            messages.append(ChatMessage(role="tool", content=_output_text(item.output, where),
-                                        tool_call_id=item.call_id))
+            turns.add("tool", _output_text(item.output, where), tool_call_id=item.call_id)
         elif isinstance(item, ReasoningInput):
             text = _reasoning_text(item, where)
             reasoning = f"{reasoning}\n\n{text}" if reasoning else text
         else:
             raise TypeError(f"unresolved {item!r}")  # item references are resolved before this
-    if not any(message.role != "system" for message in messages):
+    if not any(message["role"] != "system" for message in turns.messages):
         raise BadRequest("input holds no message to answer", param="input")
-    return template_messages(messages), images
+    return turns

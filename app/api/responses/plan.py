@@ -7,14 +7,19 @@ What the server cannot honour is a 400 naming the field, here, before any model 
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import msgspec
 
-from app.api.fireworks.requests import AllowedToolsSelection, FunctionSelection
-from app.api.fireworks.tools import plan_tools
-from app.api.responses.items import template_conversation
+from app.api.common.reasoning import reasoning_request
+from app.api.common.tools import (
+    NamedTool,
+    ToolChoice,
+    allowed_tools,
+    function_tool,
+    plan_tools,
+)
+from app.api.responses.items import conversation_turns
 from app.api.responses.requests import (
     FormatJsonObject,
     FormatJsonSchema,
@@ -26,7 +31,6 @@ from app.api.responses.requests import (
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import (
     Caller,
-    Conversation,
     OutputOptions,
     RequestPlan,
     ResponseFormat,
@@ -35,7 +39,7 @@ from app.pipeline.plan import (
     ToolPlan,
 )
 from backends.jobs import CacheKeys, LogprobOptions
-from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.reasoning import ReasoningRequest
 
 # `include` values this server honours: image URLs are always kept in the input items, a
 # reasoning item's `encrypted_content` is its signed text (app.api.responses.items.seal_reasoning).
@@ -105,34 +109,32 @@ def _check_reasoning_fields(request: ResponsesRequest) -> None:
         raise BadRequest("reasoning.mode: only 'standard' is available", param="reasoning.mode")
 
 
-def reasoning_request(request: ResponsesRequest) -> ReasoningRequest | None:
+def _reasoning(request: ResponsesRequest) -> ReasoningRequest | None:
     effort = request.reasoning.effort if request.reasoning is not None else None
     if effort is None:
         return None
     if effort == "minimal":
         effort = "low"  # OpenAI's "few reasoning tokens"; the families know low as their least
-    try:
-        return replace(normalize_reasoning(effort, None, None), param="reasoning.effort")
-    except ReasoningError as error:
-        raise BadRequest(str(error), param="reasoning.effort") from None
+    return reasoning_request(effort, effort_param="reasoning.effort")
 
 
 def tool_dicts(request: ResponsesRequest) -> list[dict[str, Any]]:
     """The function tools, shaped as chat's (what templates and grammars read)."""
-    tools = []
-    for tool in request.tools or []:
-        function = {key: value for key, value in msgspec.to_builtins(tool).items() if key != "type"}
-        tools.append({"type": "function", "function": function})
-    return tools
+    return [function_tool({key: value for key, value in msgspec.to_builtins(tool).items() if key != "type"})
+            for tool in request.tools or []]
+
+
+def _choice(request: ResponsesRequest) -> ToolChoice:
+    choice = request.tool_choice or "auto"
+    if isinstance(choice, ToolChoiceFunction):
+        return NamedTool(choice.name)  # one call of it, as chat's
+    if isinstance(choice, ToolChoiceAllowed):
+        return allowed_tools(choice.mode, choice.tools)
+    return choice
 
 
 def tool_plan(request: ResponsesRequest) -> ToolPlan | None:
-    choice: Any = request.tool_choice or "auto"
-    if isinstance(choice, ToolChoiceFunction):
-        choice = FunctionSelection(name=choice.name)
-    elif isinstance(choice, ToolChoiceAllowed):
-        choice = AllowedToolsSelection(mode=choice.mode, tools=choice.tools)
-    return plan_tools(tool_dicts(request), choice, request.parallel_tool_calls)
+    return plan_tools(tool_dicts(request), _choice(request), request.parallel_tool_calls is not False)
 
 
 def response_format(request: ResponsesRequest) -> ResponseFormat | None:
@@ -157,14 +159,13 @@ def output_options(request: ResponsesRequest) -> OutputOptions:
 def responses_plan(request: ResponsesRequest, items: list[InputItem], first_new: int) -> RequestPlan:
     """The plan of a checked request; `items` are the earlier turns' items and then this request's
     (from `first_new` on), item references resolved."""
-    messages, images = template_conversation(items, request.instructions, first_new)
     return RequestPlan(
         model=request.model,
-        input=Conversation(messages=messages, tools=tool_plan(request), images=tuple(images)),
+        input=conversation_turns(items, request.instructions, first_new).conversation(tool_plan(request)),
         max_tokens=request.max_output_tokens,
         sampling=Sampling(temperature=request.temperature, top_p=request.top_p),
         response_format=response_format(request),
-        reasoning=reasoning_request(request),
+        reasoning=_reasoning(request),
         # `prompt_cache_key`, else who asks, steers the request to the slot that holds its prefix
         cache=CacheKeys(affinity=request.prompt_cache_key or request.safety_identifier or request.user),
         output=output_options(request),
