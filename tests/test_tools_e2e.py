@@ -57,6 +57,14 @@ def valid_call(call: dict, expected: str | None = None) -> None:
 CALL_BUDGET = 1000
 
 
+def _whole_json(call: dict) -> bool:
+    try:
+        json.loads(call["function"]["arguments"])
+    except ValueError:
+        return False
+    return True
+
+
 def test_required_and_named_calls_always_validate(server) -> None:
     assert len(TOOLS) >= 20
     named = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}}, name) for name in ASKS]
@@ -70,8 +78,11 @@ def test_required_and_named_calls_always_validate(server) -> None:
             # "length": the grammar lets parallel calls follow, and a sampled run may spend the
             # rest of max_tokens on the newlines between them; the calls made stand either way
             assert choice["finish_reason"] in ("tool_calls", "length"), choice
-            assert choice["message"]["tool_calls"], choice
-            for call in choice["message"]["tool_calls"]:
+            calls = choice["message"]["tool_calls"]
+            assert calls, choice
+            if choice["finish_reason"] == "length" and len(calls) > 1 and not _whole_json(calls[-1]):
+                calls = calls[:-1]  # a parallel call that max_tokens cut: reported as written, partial
+            for call in calls:
                 valid_call(call, expected)
         except (AssertionError, ValueError, jsonschema.ValidationError) as error:
             failures.append(f"{expected}: {str(error)[:300]}")

@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import msgspec
+from msgspec import UNSET, UnsetType
+
+from app.pipeline.answer_check import SchemaViolation
 
 
 class OutStruct(msgspec.Struct, tag_field="type"):
@@ -45,6 +48,8 @@ class MessageResponse(OutStruct, tag="message"):
     stop_sequence: str | None
     usage: Usage
     role: Literal["assistant"] = "assistant"
+    # Fireside's: how the answer breaks the schema it was asked to follow (left out when it does not)
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET
 
 
 class CountTokensResponse(msgspec.Struct):
@@ -99,6 +104,7 @@ class MessageDeltaBody(msgspec.Struct):
 class MessageDelta(OutStruct, tag="message_delta"):
     delta: MessageDeltaBody
     usage: Usage  # cumulative: the SDKs overwrite message_start's counts with these
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET  # as on the whole message
 
 
 class MessageStop(OutStruct, tag="message_stop"):

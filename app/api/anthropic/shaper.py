@@ -41,6 +41,7 @@ from app.api.anthropic.responses import (
     ToolUseOut,
     Usage,
 )
+from app.api.common.violations import AnswerWatch
 from app.pipeline.errors import ApiError
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.record import note_response_id
@@ -155,9 +156,15 @@ class MessageShaper:
     id: str = field(default_factory=message_id)
     output: ChatOutput = field(init=False)
     writer: BlockWriter = field(default_factory=BlockWriter)
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.output = self.prepared.output_parser()
+        self.watch = AnswerWatch(self.prepared.check)
+
+    def _write(self, outputs: list[OutputEvent]) -> list[StreamEvent]:
+        self.watch.saw(0, outputs)
+        return [event for output in outputs for event in self.writer.add(output)]
 
     def _stop(self, reason: str | None, counter: UsageCounter) -> tuple[StopReason | None, str | None]:
         if reason == "length":
@@ -183,13 +190,14 @@ class MessageShaper:
         return []  # the Messages API has no prompt log-probabilities
 
     def piece(self, choice: int, piece: Piece) -> list[StreamEvent]:
-        return [event for output in self.output.feed(piece.text) for event in self.writer.add(output)]
+        return self._write(self.output.feed(piece.text))
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[StreamEvent]:
-        events = [event for output in self.output.finish() for event in self.writer.add(output)]
+        events = self._write(self.output.finish())
         events += self.writer.finish()
         stop_reason, sequence = self._stop(reason, counter)
-        return [*events, MessageDelta(MessageDeltaBody(stop_reason, sequence), usage(counter)), MessageStop()]
+        return [*events, MessageDelta(MessageDeltaBody(stop_reason, sequence), usage(counter),
+                                      self.watch.report(0, reason, self.output.calls)), MessageStop()]
 
     def usage(self, counter: UsageCounter) -> Any:
         raise AssertionError("message_delta carries the usage (StreamPlan.include_usage is off)")
@@ -201,9 +209,9 @@ class MessageShaper:
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         [result] = results
-        for output in self.output.feed(result.text) + self.output.finish():
-            self.writer.add(output)
+        self._write(self.output.feed(result.text) + self.output.finish())
         self.writer.finish()
         stop_reason, sequence = self._stop(result.finish_reason, counter)
+        violations = self.watch.report(0, result.finish_reason or "stop", self.output.calls)
         return Response(MessageResponse(self.id, self.model, self.writer.blocks, stop_reason, sequence,
-                                        usage(counter)))
+                                        usage(counter), schema_violations=violations))

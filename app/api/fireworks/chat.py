@@ -13,6 +13,7 @@ from app.api.common.decode import decode_body
 from app.api.common.extras import ChoiceExtras
 from app.api.common.outputs import UsageInfo
 from app.api.common.streams import OPENAI_SSE
+from app.api.common.violations import AnswerWatch
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
 from app.api.fireworks.responses import (
@@ -28,7 +29,6 @@ from app.api.fireworks.responses import (
     ToolCallDelta,
     ToolCallOut,
 )
-from app.pipeline.answer_check import SchemaViolation, reported
 from app.pipeline.errors import ApiError, ErrorResponse
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult, RequestContext, answer, new_id, now
@@ -69,15 +69,11 @@ class ChatShaper:
     created: int = field(default_factory=now)
     outputs: dict[int, ChatOutput] = field(default_factory=dict)
     extras: ChoiceExtras = field(init=False)
-    contents: dict[int, list[str]] = field(default_factory=dict)  # streamed content, kept when it is to be checked
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
-
-    def _violations(self, content: str, output: ChatOutput, reason: str) -> list[SchemaViolation] | UnsetType:
-        # a call cut short (max_tokens, a stop sequence) is incomplete by request, as a cut answer is
-        calls = [(call.name, call.arguments) for call in output.calls if not call.cut]
-        return reported(self.prepared.check, content, calls, reason)
+        self.watch = AnswerWatch(self.prepared.check)
 
     # ---- a stream ----------------------------------------------------------------------------
 
@@ -106,8 +102,7 @@ class ChatShaper:
         return output
 
     def _deltas(self, choice: int, events: list[OutputEvent]) -> list[ChatCompletionStreamResponse]:
-        if self.prepared.check is not None:
-            self.contents.setdefault(choice, []).extend(e.text for e in events if e.kind == "content")
+        self.watch.saw(choice, events)
         return [self._chunk([ChatStreamChoice(choice, _delta(event), None, None)]) for event in events]
 
     def piece(self, choice: int, piece: Piece) -> list[ChatCompletionStreamResponse]:
@@ -131,8 +126,7 @@ class ChatShaper:
         rest = self._deltas(choice, output.finish())
         final = ChatStreamChoice(choice, DeltaMessage(), _finish_reason(reason, output), None,
                                  raw_output=self.extras.stream_raw_output(choice),
-                                 schema_violations=self._violations("".join(self.contents.pop(choice, [])), output,
-                                                                    reason))
+                                 schema_violations=self.watch.report(choice, reason, output.calls))
         perf: dict[str, object] | UnsetType = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
@@ -146,9 +140,10 @@ class ChatShaper:
 
     # ---- a whole answer ----------------------------------------------------------------------
 
-    def _message(self, text: str) -> tuple[AssistantMessage, ChatOutput]:
+    def _message(self, choice: int, text: str) -> tuple[AssistantMessage, ChatOutput]:
         output = self.prepared.output_parser()
         events = output.feed(text) + output.finish()
+        self.watch.saw(choice, events)
         content = "".join(e.text for e in events if e.kind == "content")
         reasoning = "".join(e.text for e in events if e.kind == "reasoning")
         calls = [ToolCallOut(call.id or output.call_id(i), FunctionCall(call.name, call.arguments))
@@ -161,8 +156,8 @@ class ChatShaper:
         extras = self.extras
         choices = []
         for i, result in enumerate(results):
-            message, output = self._message(result.text)
-            violations = self._violations(message.content or "", output, result.finish_reason)
+            message, output = self._message(i, result.text)
+            violations = self.watch.report(i, result.finish_reason or "stop", output.calls)
             if extras.options.echo is not None:
                 message.content = extras.echo(i) + (message.content or "")
             choices.append(ChatChoice(i, message, _finish_reason(result.finish_reason, output),

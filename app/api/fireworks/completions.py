@@ -12,6 +12,7 @@ from app.api.common.decode import decode_body
 from app.api.common.extras import ChoiceExtras
 from app.api.common.outputs import ChoiceLogprobs, UsageInfo
 from app.api.common.streams import OPENAI_SSE
+from app.api.common.violations import AnswerWatch
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
 from app.api.fireworks.responses import (
@@ -19,7 +20,7 @@ from app.api.fireworks.responses import (
     CompletionResponse,
     CompletionStreamResponse,
 )
-from app.pipeline.answer_check import SchemaViolation, reported
+from app.pipeline.answer_check import SchemaViolation
 from app.pipeline.errors import ApiError, ErrorResponse
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult, RequestContext, answer, new_id, now
@@ -43,13 +44,11 @@ class CompletionShaper:
     id: str = field(default_factory=lambda: new_id("cmpl"))
     created: int = field(default_factory=now)
     extras: ChoiceExtras = field(init=False)
-    texts: dict[int, list[str]] = field(default_factory=dict)  # streamed text, kept when it is to be checked
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
-
-    def _violations(self, text: str, reason: str) -> list[SchemaViolation] | UnsetType:
-        return reported(self.prepared.check, text, [], reason)
+        self.watch = AnswerWatch(self.prepared.check)
 
     # ---- a stream ----------------------------------------------------------------------------
 
@@ -86,15 +85,14 @@ class CompletionShaper:
         if not piece.text and not (extras.per_token and piece.tokens):
             return []
         extras.observe(choice, piece)
-        if self.prepared.check is not None:
-            self.texts.setdefault(choice, []).append(piece.text)
+        self.watch.saw_text(choice, piece.text)
         logprobs = extras.logprobs(choice, piece.logprobs)
         return [self._chunk([self._choice(choice, piece.text, logprobs=logprobs, tokens=piece.tokens)])]
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[CompletionStreamResponse]:
         final = self._choice(choice, "", finish_reason=reason)
         final.raw_output = self.extras.stream_raw_output(choice)
-        final.schema_violations = self._violations("".join(self.texts.pop(choice, [])), reason)
+        final.schema_violations = self.watch.report(choice, reason)
         perf = UNSET
         if last:
             perf = self.extras.stream_perf(counter)
@@ -108,6 +106,10 @@ class CompletionShaper:
 
     # ---- a whole answer ----------------------------------------------------------------------
 
+    def _whole_violations(self, choice: int, result: ChoiceResult) -> list[SchemaViolation] | UnsetType:
+        self.watch.saw_text(choice, result.text)
+        return self.watch.report(choice, result.finish_reason or "stop")
+
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         extras = self.extras
         choices = [
@@ -117,7 +119,7 @@ class CompletionShaper:
                 raw_output=extras.whole_raw_output(i, result),
                 prompt_token_ids=extras.prompt_ids(i),
                 token_ids=extras.token_ids(result.tokens),
-                schema_violations=self._violations(result.text, result.finish_reason),
+                schema_violations=self._whole_violations(i, result),
             )
             for i, result in enumerate(results)
         ]

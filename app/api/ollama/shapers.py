@@ -14,8 +14,9 @@ from typing import Any
 
 import msgspec
 from litestar.response import Response
-from msgspec import UNSET
+from msgspec import UNSET, UnsetType
 
+from app.api.common.violations import AnswerWatch
 from app.api.ollama.wire import (
     OllamaChatResponse,
     OllamaErrorResponse,
@@ -25,6 +26,7 @@ from app.api.ollama.wire import (
     OllamaToolCall,
     OllamaToolCallFunction,
 )
+from app.pipeline.answer_check import SchemaViolation
 from app.pipeline.errors import ApiError
 from app.pipeline.framing import Framing
 from app.pipeline.prepare import PreparedRequest
@@ -57,8 +59,8 @@ def timings(clock: RequestClock, load_seconds: float, counter: UsageCounter) -> 
                    eval_count=counter.completion_tokens, eval_duration=nanoseconds(end - first))
 
 
-def _done_fields(reason: str, stats: OllamaTimings) -> dict[str, Any]:
-    return {"done_reason": reason, **msgspec.structs.asdict(stats)}
+def _done_fields(reason: str, stats: OllamaTimings, violations: list[SchemaViolation] | UnsetType) -> dict[str, Any]:
+    return {"done_reason": reason, **msgspec.structs.asdict(stats), "schema_violations": violations}
 
 
 def tool_calls(output: ChatOutput) -> list[OllamaToolCall]:
@@ -79,8 +81,10 @@ class OllamaShaper:
     load_seconds: float
     output: ChatOutput | None = None  # chats (and rendered generate prompts): content, reasoning, calls
     tokens: list[int] = field(default_factory=list)  # the generated tokens (generate's `context`)
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self.watch = AnswerWatch(self.prepared.check)
         if self.prepared.chats:
             self.output = self.prepared.output_parser()
 
@@ -91,18 +95,27 @@ class OllamaShaper:
         return []
 
     def _events(self, text: str) -> list[OutputEvent]:
-        if self.output is None:
-            return [OutputEvent("content", text)] if text else []
-        return self.output.feed(text)
+        events = self.output.feed(text) if self.output is not None else [OutputEvent("content", text)] if text else []
+        self.watch.saw(0, events)
+        return events
+
+    def _finish_events(self) -> list[OutputEvent]:
+        events = self.output.finish() if self.output is not None else []
+        self.watch.saw(0, events)
+        return events
+
+    def _done(self, reason: str, counter: UsageCounter) -> dict[str, Any]:
+        """The last object's fields: why it ended, the statistics, the schema check's findings."""
+        calls = self.output.calls if self.output is not None else []
+        return _done_fields(reason, timings(self.clock, self.load_seconds, counter),
+                            self.watch.report(0, reason, calls))
 
     def piece(self, choice: int, piece: Piece) -> list[Any]:
         self.tokens.extend(piece.tokens)
         return [chunk for event in self._events(piece.text) if (chunk := self.chunk(event)) is not None]
 
     def _rest(self) -> list[Any]:
-        if self.output is None:
-            return []
-        return [chunk for event in self.output.finish() if (chunk := self.chunk(event)) is not None]
+        return [chunk for event in self._finish_events() if (chunk := self.chunk(event)) is not None]
 
     def usage(self, counter: UsageCounter) -> Any:
         return None  # the last object carries the statistics
@@ -112,7 +125,7 @@ class OllamaShaper:
 
     def _split(self, text: str) -> tuple[str, str]:
         """A whole answer's content and reasoning."""
-        events = self._events(text) + (self.output.finish() if self.output is not None else [])
+        events = self._events(text) + self._finish_events()
         return ("".join(e.text for e in events if e.kind == "content"),
                 "".join(e.text for e in events if e.kind == "reasoning"))
 
@@ -137,17 +150,15 @@ class ChatShaper(OllamaShaper):
         calls = tool_calls(self.output) if self.output is not None else []
         if calls:
             chunks.append(OllamaChatResponse(self.model, created_at(), self._message(calls=calls), False))
-        stats = timings(self.clock, self.load_seconds, counter)
-        chunks.append(OllamaChatResponse(self.model, created_at(), self._message(), True, **_done_fields(reason, stats)))
+        chunks.append(OllamaChatResponse(self.model, created_at(), self._message(), True, **self._done(reason, counter)))
         return chunks
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         result = results[0]
         content, thinking = self._split(result.text)
         calls = tool_calls(self.output) if self.output is not None else []
-        stats = timings(self.clock, self.load_seconds, counter)
         body = OllamaChatResponse(self.model, created_at(), self._message(content, thinking, calls), True,
-                            **_done_fields(result.finish_reason or "stop", stats))
+                                  **self._done(result.finish_reason or "stop", counter))
         return Response(body)
 
 
@@ -169,16 +180,14 @@ class GenerateShaper(OllamaShaper):
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[OllamaGenerateResponse]:
         chunks = self._rest()
-        stats = timings(self.clock, self.load_seconds, counter)
         chunks.append(OllamaGenerateResponse(self.model, created_at(), "", True, context=self._context(self.tokens),
-                                       **_done_fields(reason, stats)))
+                                             **self._done(reason, counter)))
         return chunks
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         result = results[0]
         content, thinking = self._split(result.text)
-        stats = timings(self.clock, self.load_seconds, counter)
         body = OllamaGenerateResponse(self.model, created_at(), content, True, thinking=thinking or UNSET,
-                                context=self._context(result.tokens),
-                                **_done_fields(result.finish_reason or "stop", stats))
+                                      context=self._context(result.tokens),
+                                      **self._done(result.finish_reason or "stop", counter))
         return Response(body)

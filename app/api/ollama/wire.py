@@ -12,6 +12,8 @@ from typing import Any
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from app.pipeline.answer_check import SchemaViolation
+
 
 class OllamaStruct(msgspec.Struct, forbid_unknown_fields=True, omit_defaults=True):
     pass
@@ -159,6 +161,8 @@ class OllamaChatResponse(msgspec.Struct, omit_defaults=True):
     prompt_eval_duration: int | UnsetType = UNSET
     eval_count: int | UnsetType = UNSET
     eval_duration: int | UnsetType = UNSET
+    # Fireside's: how the answer breaks the schema in `format` or a tool's (left out when it does not)
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET
 
 
 class OllamaGenerateResponse(msgspec.Struct, omit_defaults=True):
@@ -175,6 +179,8 @@ class OllamaGenerateResponse(msgspec.Struct, omit_defaults=True):
     prompt_eval_duration: int | UnsetType = UNSET
     eval_count: int | UnsetType = UNSET
     eval_duration: int | UnsetType = UNSET
+    # Fireside's: how the answer breaks the schema in `format` or a tool's (left out when it does not)
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET
 
 
 class OllamaEmbedResponse(msgspec.Struct):

@@ -11,6 +11,8 @@ from typing import Any, Literal
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from app.pipeline.answer_check import SchemaViolation
+
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 
 
@@ -125,6 +127,8 @@ class Response(Out, kw_only=True):
     usage: ResponseUsage | None = None
     user: str | None = None
     metadata: dict[str, str] = msgspec.field(default_factory=dict)
+    # Fireside's: how the answer breaks the schema it was asked to follow (left out when it does not)
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET
 
 
 class DeletedResponse(Out):

@@ -20,6 +20,7 @@ from litestar.response import Response as HttpResponse
 from app.api.common.logprobs import LogprobShaper, token_texts
 from app.api.common.outputs import NewLogProbs
 from app.api.common.streams import SSE_HEADERS
+from app.api.common.violations import AnswerWatch
 from app.api.responses.items import new_item_id, seal_reasoning
 from app.api.responses.objects import (
     ArgumentsDeltaEvent,
@@ -229,8 +230,10 @@ class ResponsesShaper:
     parser: ChatOutput | None = None
     final: Response | None = None
     logprobs: LogprobShaper | None = None
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
+        self.watch = AnswerWatch(self.prepared.check)
         options, job = self.prepared.plan.output, self.prepared.job
         if options.logprobs is not None:
             self.logprobs = LogprobShaper(token_texts(self.prepared.served.model), legacy=False,
@@ -244,7 +247,11 @@ class ResponsesShaper:
                 {"token": c.token, "bytes": c.bytes, "logprob": c.logprob,
                  "top_logprobs": [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for t in c.top_logprobs]}
                 for c in shaped.content]
-        return self.builder.feed(self._output().feed(text))
+        return self._items(self._output().feed(text))
+
+    def _items(self, events: list[OutputEvent]) -> list[StreamEvent]:
+        self.watch.saw(0, events)
+        return self.builder.feed(events)
 
     def _output(self) -> ChatOutput:
         if self.parser is None:
@@ -268,7 +275,8 @@ class ResponsesShaper:
         self.final = msgspec.structs.replace(
             self.base, status="incomplete" if incomplete else "completed", output=self.builder.items, usage=usage,
             completed_at=None if incomplete else int(time.time()),
-            incomplete_details=IncompleteDetails("max_output_tokens") if incomplete else None)
+            incomplete_details=IncompleteDetails("max_output_tokens") if incomplete else None,
+            schema_violations=self.watch.report(0, reason, self._output().calls))
         return self.final
 
     # ---- a stream ----------------------------------------------------------------------------
@@ -283,7 +291,7 @@ class ResponsesShaper:
         return self._feed(piece.text, piece.logprobs)
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[StreamEvent]:
-        out = self.builder.feed(self._output().finish())
+        out = self._items(self._output().finish())
         out += self.builder.close("incomplete" if reason == "length" else "completed")
         response = self._finish(reason, counter)
         out.append(self._event(response.status, response))
@@ -306,7 +314,7 @@ class ResponsesShaper:
         else:  # token by token, as a stream goes, so that each token's log-probability finds its item
             for text, entries in _token_pieces(result.text, result.logprobs, self.logprobs):
                 self._feed(text, entries)
-        self.builder.feed(self._output().finish())
+        self._items(self._output().finish())
         self.builder.close("incomplete" if result.finish_reason == "length" else "completed")
         return HttpResponse(self._finish(result.finish_reason or "stop", counter))
 

@@ -15,6 +15,7 @@ from msgspec import UNSET
 
 from app.api.common.extras import ChoiceExtras
 from app.api.common.logprobs import TokenTexts, token_texts
+from app.api.common.violations import AnswerWatch
 from app.api.tgi.plan import TgiAnswer
 from app.api.tgi.wire import (
     BestOfSequence,
@@ -60,9 +61,11 @@ class TgiShaper:
     texts: TokenTexts | None = field(init=False)  # None: an upstream answers (no vocabulary here)
     pending: StreamResponse | None = None  # the latest token event, held until the next one
     parts: list[str] = field(default_factory=list)  # the streamed text so far
+    watch: AnswerWatch = field(init=False)
 
     def __post_init__(self) -> None:
         self.extras = ChoiceExtras.of(self.prepared, self.clock)
+        self.watch = AnswerWatch(self.prepared.check)
         served = self.prepared.served
         self.texts = token_texts(served.model) if served is not None else None
 
@@ -122,6 +125,8 @@ class TgiShaper:
                                       len(self.prepared.job.prompts[0].tokens) or counter.prompt_tokens)
         event.raw_output = self.extras.stream_raw_output(choice)
         event.perf_metrics = self.extras.stream_perf(counter)
+        self.watch.saw_text(choice, "".join(self.parts))
+        event.schema_violations = self.watch.report(choice, reason)
         return [event]
 
     def usage(self, counter: UsageCounter) -> None:
@@ -166,6 +171,8 @@ class TgiShaper:
             body.details = Details(chosen.finish_reason, chosen.generated_tokens, chosen.seed, chosen.prefill,
                                    chosen.tokens, others if others else UNSET, chosen.top_tokens)
         body.raw_output = self.extras.whole_raw_output(best, results[best])
+        self.watch.saw_text(best, results[best].text)
+        body.schema_violations = self.watch.report(best, results[best].finish_reason or "stop")
         perf = self.extras.perf(counter)
         body.perf_metrics = self.extras.body_perf(perf)
         elapsed = self.clock.finished - self.clock.started if self.clock.finished else 0.0

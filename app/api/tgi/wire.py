@@ -16,6 +16,7 @@ from msgspec import UNSET, Meta, UnsetType
 
 from app.api.common.outputs import RawOutput
 from app.api.common.wire import WireStruct
+from app.pipeline.answer_check import SchemaViolation
 
 Positive = Annotated[float, Meta(gt=0)]
 OpenProbability = Annotated[float, Meta(gt=0, le=1)]
@@ -107,6 +108,8 @@ class GenerateResponse(msgspec.Struct):
     details: Details | UnsetType = UNSET
     raw_output: RawOutput | UnsetType = UNSET
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    # Fireside's: how the text breaks the JSON schema of `grammar` (left out when it does not)
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET
 
 
 class StreamDetails(msgspec.Struct):
@@ -124,6 +127,7 @@ class StreamResponse(msgspec.Struct):
     top_tokens: list[Token] | UnsetType = UNSET
     raw_output: RawOutput | UnsetType = UNSET
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    schema_violations: list[SchemaViolation] | UnsetType = UNSET  # on the last event, as on a whole answer
 
 
 class TgiError(msgspec.Struct):
