@@ -13,9 +13,10 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from app.api.common.reasoning import reasoning_request
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import ResponseFormat, Sampling
-from templates.reasoning import ReasoningError, ReasoningRequest, normalize_reasoning
+from templates.reasoning import ReasoningRequest
 
 # option -> (its type, the Sampling field it sets)
 SAMPLING = {
@@ -155,10 +156,7 @@ def reasoning(think: bool | str | None) -> ReasoningRequest | None:
         return None
     if isinstance(think, str) and think not in THINK_LEVELS:
         raise BadRequest(f"think is true, false or one of {', '.join(THINK_LEVELS)}, got {think!r}", param="think")
-    try:
-        return replace(normalize_reasoning(think, None, None), param="think")
-    except ReasoningError as error:
-        raise BadRequest(str(error), param="think") from None
+    return reasoning_request(think, effort_param="think")
 
 
 def keep_alive_seconds(value: str | float | None) -> float | None:
