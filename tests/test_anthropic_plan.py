@@ -15,7 +15,7 @@ from app.api.anthropic.errors import (
     sse_event,
     validation_message,
 )
-from app.api.anthropic.messages import sign_thinking, system_text, template_messages
+from app.api.anthropic.messages import conversation_turns, sign_thinking, system_text
 from app.api.anthropic.plan import messages_plan
 from app.api.anthropic.responses import Ping
 from app.api.anthropic.shaper import BlockWriter
@@ -61,10 +61,9 @@ def test_the_billing_line_is_dropped_from_the_system_prompt() -> None:
         "Quote: x-anthropic-billing-header: is fine mid-line")
 
 
-def test_blocks_become_template_messages() -> None:
+def test_blocks_become_the_conversations_turns() -> None:
     thinking = "Let me think."
-    images: list[ImageRef] = []
-    rendered = template_messages([TextBlock("Sys.")], messages(
+    turns = conversation_turns([TextBlock("Sys.")], messages(
         {"role": "user", "content": [{"type": "text", "text": "Look:"},
                                      {"type": "image", "source": {"type": "base64", "media_type": "image/png",
                                                                   "data": "QUJD"}}]},
@@ -78,7 +77,8 @@ def test_blocks_become_template_messages() -> None:
              "content": [{"type": "text", "text": "timeout"}]},
             {"type": "text", "text": "Thanks"},
             {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}]},
-    ), images)
+    ))
+    rendered, images = turns.messages, turns.images
     assert rendered == [
         {"role": "system", "content": "Sys."},
         {"role": "user", "content": f"Look:\n{IMAGE_MARKER}"},
@@ -102,7 +102,7 @@ def test_assistant_blocks_that_are_refused(content: list[dict], words: str) -> N
     convo = messages({"role": "user", "content": "hi"}, {"role": "assistant", "content": content},
                      {"role": "user", "content": "again"})
     with pytest.raises(BadRequest) as refused:
-        template_messages(None, convo, [])
+        conversation_turns(None, convo)
     assert refused.value.message.startswith("messages[1].content[0]") and words in refused.value.message
 
 
@@ -111,7 +111,7 @@ def test_user_blocks_that_are_refused() -> None:
                          ({"type": "document", "source": {}}, "'document'"),
                          ({"type": "tool_use", "id": "a", "name": "b", "input": {}}, "cannot hold a 'tool_use'")):
         with pytest.raises(BadRequest) as refused:
-            template_messages(None, messages({"role": "user", "content": [block]}), [])
+            conversation_turns(None, messages({"role": "user", "content": [block]}))
         assert words in refused.value.message
 
 
@@ -213,12 +213,12 @@ def test_errors_and_events_on_the_wire() -> None:
 
 def test_consecutive_turns_of_one_role_are_combined() -> None:
     thought = sign_thinking("t2")
-    rendered = template_messages(None, messages(
+    rendered = conversation_turns(None, messages(
         {"role": "user", "content": "a"}, {"role": "user", "content": [{"type": "text", "text": "b"}]},
         {"role": "assistant", "content": [{"type": "tool_use", "id": "1", "name": "f", "input": {}}]},
         {"role": "assistant", "content": [{"type": "thinking", "thinking": "t2", "signature": thought},
                                           {"type": "text", "text": "x"}]},
-        {"role": "user", "content": "c"}), [])
+        {"role": "user", "content": "c"})).messages
     assert rendered == [
         {"role": "user", "content": "a\nb"},
         {"role": "assistant", "content": "x", "reasoning_content": "t2",

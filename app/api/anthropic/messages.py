@@ -27,8 +27,9 @@ from app.api.anthropic.wire import (
     UrlSource,
 )
 from app.api.common.signing import sign, verify
+from app.api.common.turns import Turns, joined, tool_call
 from app.pipeline.errors import BadRequest
-from app.pipeline.plan import IMAGE_MARKER, ImageRef, nests_deeper
+from app.pipeline.plan import ImageRef, nests_deeper
 
 THINKING_KIND = "anthropic.thinking"  # what `app.api.common.signing` signs a thinking block's text as
 # Claude Code (2.1.36 and later) opens `system` with a block such as
@@ -97,7 +98,7 @@ def image_ref(block: ImageBlock, where: str) -> ImageRef:
                      param="messages")
 
 
-def _user_parts(blocks: list[tuple[str, Any]], images: list[ImageRef]) -> str:
+def _user_parts(blocks: list[tuple[str, Any]], turns: Turns) -> str:
     """Text and image blocks (each with where it sits) as one text, an image as its marker."""
     texts = []
     for at, block in blocks:
@@ -105,14 +106,13 @@ def _user_parts(blocks: list[tuple[str, Any]], images: list[ImageRef]) -> str:
             _check_text(block, at)
             texts.append(block.text)
         elif isinstance(block, ImageBlock):
-            images.append(image_ref(block, at))
-            texts.append(IMAGE_MARKER)
+            texts.append(turns.image(image_ref(block, at)))
         else:
             raise _refuse(block, at)
-    return "\n".join(texts)
+    return joined(texts)
 
 
-def _tool_result(block: ToolResultBlock, where: str, images: list[ImageRef]) -> dict[str, Any]:
+def _tool_result(block: ToolResultBlock, where: str, turns: Turns) -> None:
     if block.toolset_name is not None:
         raise BadRequest(f"{where}.toolset_name: MCP toolsets are not supported by this server", param="messages")
     content = block.content
@@ -121,23 +121,25 @@ def _tool_result(block: ToolResultBlock, where: str, images: list[ImageRef]) -> 
     elif isinstance(content, str):
         text = content
     else:
-        text = _user_parts([(f"{where}.content[{k}]", part) for k, part in enumerate(content)], images)
+        text = _user_parts([(f"{where}.content[{k}]", part) for k, part in enumerate(content)], turns)
     if block.is_error:
         # Chat templates have no field for a failed call: the model reads it in the result itself.
         text = f"Error: {text}" if text else "Error"
-    return {"role": "tool", "tool_call_id": block.tool_use_id, "content": text}
+    turns.add("tool", text, tool_call_id=block.tool_use_id)
 
 
-def _user_turn(message: Message, index: int, images: list[ImageRef]) -> list[dict[str, Any]]:
+def _user_turn(message: Message, index: int, turns: Turns) -> None:
     role = message.role
     if isinstance(message.content, str):
-        return [{"role": role, "content": message.content}]
-    turns: list[dict[str, Any]] = []
+        turns.add(role, message.content, merge=True)
+        return
+    results = 0
     rest: list[tuple[str, ContentBlock]] = []
     for j, block in enumerate(message.content):
         at = f"messages[{index}].content[{j}]"
         if isinstance(block, ToolResultBlock) and role == "user":
-            turns.append(_tool_result(block, at, images))
+            _tool_result(block, at, turns)
+            results += 1
         elif isinstance(block, (TextBlock, ImageBlock)):
             rest.append((at, block))
         elif isinstance(block, Unsupported):
@@ -145,9 +147,8 @@ def _user_turn(message: Message, index: int, images: list[ImageRef]) -> list[dic
         else:
             kind = type(block).__struct_config__.tag
             raise BadRequest(f"{at}: a {role} message cannot hold a {kind!r} block", param="messages")
-    if rest or not turns:
-        turns.append({"role": role, "content": _user_parts(rest, images)})
-    return turns
+    if rest or not results:
+        turns.add(role, _user_parts(rest, turns), merge=True)
 
 
 def _thinking(block: ThinkingBlock, where: str) -> str:
@@ -157,9 +158,10 @@ def _thinking(block: ThinkingBlock, where: str) -> str:
     return block.thinking
 
 
-def _assistant_turn(message: Message, index: int, images: list[ImageRef]) -> dict[str, Any]:
+def _assistant_turn(message: Message, index: int, turns: Turns) -> None:
     if isinstance(message.content, str):
-        return {"role": "assistant", "content": message.content}
+        turns.add("assistant", message.content, merge=True)
+        return
     texts: list[str] = []
     reasoning: list[str] = []
     calls: list[dict[str, Any]] = []
@@ -173,8 +175,7 @@ def _assistant_turn(message: Message, index: int, images: list[ImageRef]) -> dic
                 raise BadRequest(f"{at}: tool calls made by server tools or MCP toolsets are not supported",
                                  param="messages")
             check_depth(block.input, f"{at}.input")
-            calls.append({"id": block.id, "type": "function",
-                          "function": {"name": block.name, "arguments": json.dumps(block.input, ensure_ascii=False)}})
+            calls.append(tool_call(block.id, block.name, json.dumps(block.input, ensure_ascii=False)))
         elif isinstance(block, ThinkingBlock):
             reasoning.append(_thinking(block, at))
         elif isinstance(block, RedactedThinkingBlock):
@@ -183,23 +184,19 @@ def _assistant_turn(message: Message, index: int, images: list[ImageRef]) -> dic
             raise BadRequest(f"{at}: redacted_thinking blocks come from another server and cannot be read here; "
                              "remove them", param="messages")
         elif isinstance(block, ImageBlock):
-            images.append(image_ref(block, at))
-            texts.append(IMAGE_MARKER)
+            texts.append(turns.image(image_ref(block, at)))
         elif isinstance(block, Unsupported):
             raise _refuse(block, at)
         else:
             raise BadRequest(f"{at}: an assistant message cannot hold a 'tool_result' block", param="messages")
-    turn: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts)}
-    if reasoning:
-        turn["reasoning_content"] = "\n".join(reasoning)
-    if calls:
-        turn["tool_calls"] = calls
-    return turn
+    turns.add("assistant", joined(texts), reasoning=joined(reasoning) if reasoning else None,
+              tool_calls=calls or None, merge=True)
 
 
-def template_messages(system: str | list[TextBlock] | None, messages: list[Message],
-                      images: list[ImageRef]) -> list[dict[str, Any]]:
-    """The conversation as chat templates read it; image references are appended to `images`."""
+def conversation_turns(system: str | list[TextBlock] | None, messages: list[Message]) -> Turns:
+    """The conversation as chat templates read it, with the images its blocks carry. Consecutive
+    user (or assistant) turns are one turn, as Anthropic combines them (many chat templates insist
+    that roles alternate)."""
     if not messages:
         raise BadRequest("messages: at least one message is required", param="messages")
     if messages[-1].role == "assistant":
@@ -207,26 +204,13 @@ def template_messages(system: str | list[TextBlock] | None, messages: list[Messa
         # turn they render, so the continuation cannot be honoured.
         raise BadRequest(f"messages[{len(messages) - 1}]: a final assistant message (prefill) is not supported "
                          "by this server; end with a user message", param="messages")
-    rendered: list[dict[str, Any]] = []
+    turns = Turns()
     text = system_text(system)
     if text:
-        rendered.append({"role": "system", "content": text})
+        turns.add("system", text)
     for i, message in enumerate(messages):
-        turns = [_assistant_turn(message, i, images)] if message.role == "assistant" else _user_turn(message, i, images)
-        for turn in turns:
-            _append(rendered, turn)
-    return rendered
-
-
-def _append(rendered: list[dict[str, Any]], turn: dict[str, Any]) -> None:
-    """Consecutive user (or assistant) turns are one turn, as Anthropic combines them (many chat
-    templates insist that roles alternate)."""
-    last = rendered[-1] if rendered else None
-    if last is None or last["role"] != turn["role"] or turn["role"] not in ("user", "assistant"):
-        rendered.append(turn)
-        return
-    last["content"] = "\n".join(text for text in (last["content"], turn["content"]) if text)
-    if "reasoning_content" in turn:
-        last["reasoning_content"] = "\n".join(filter(None, (last.get("reasoning_content"), turn["reasoning_content"])))
-    if "tool_calls" in turn:
-        last["tool_calls"] = [*last.get("tool_calls", []), *turn["tool_calls"]]
+        if message.role == "assistant":
+            _assistant_turn(message, i, turns)
+        else:
+            _user_turn(message, i, turns)
+    return turns

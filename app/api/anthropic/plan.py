@@ -3,7 +3,7 @@ meaning a schema cannot carry (400, naming the field)."""
 
 from __future__ import annotations
 
-from app.api.anthropic.messages import template_messages
+from app.api.anthropic.messages import conversation_turns
 from app.api.anthropic.tools import tool_plan
 from app.api.anthropic.wire import (
     CountTokensRequest,
@@ -18,7 +18,6 @@ from app.pipeline.errors import BadRequest
 from app.pipeline.plan import (
     Caller,
     Conversation,
-    ImageRef,
     RequestPlan,
     ResponseFormat,
     Sampling,
@@ -67,9 +66,8 @@ def _refuse_unsupported(request: CountTokensRequest) -> None:
 
 
 def conversation(request: CountTokensRequest) -> Conversation:
-    images: list[ImageRef] = []
-    messages = template_messages(request.system, request.messages, images)
-    return Conversation(messages=messages, tools=tool_plan(request.tools, request.tool_choice), images=tuple(images))
+    turns = conversation_turns(request.system, request.messages)
+    return turns.conversation(tool_plan(request.tools, request.tool_choice))
 
 
 def _response_format(request: CountTokensRequest) -> ResponseFormat | None:
