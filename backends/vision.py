@@ -18,7 +18,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import threading
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
@@ -69,31 +72,47 @@ class Projector:
     def encode(self, data: bytes, max_side: int | None = None) -> ImageEmbedding:
         """The image in `data` as embeddings, first scaled down to at most `max_side` pixels on its
         long side when it is larger; `ImageError` when it cannot be read."""
+        key = int.from_bytes(hashlib.blake2b(b"%d:" % (max_side or 0) + data, digest_size=6).digest(), "big")
+        return self._from_bytes(data, max_side, lambda parts: self._embedding(parts, key))
+
+    def count(self, data: bytes, max_side: int | None = None) -> int:
+        """How many prompt tokens `encode` makes of the image in `data` (its chunks and the text
+        tokens around them), from the projector's preprocessing alone: the encoder does not run."""
+        return self._from_bytes(data, max_side, _token_count)
+
+    def encode_pixels(self, pixels: np.ndarray) -> ImageEmbedding:
+        """RGB pixels (height x width x 3, uint8; a video frame) as embeddings."""
+        pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
+        key = int.from_bytes(hashlib.blake2b(pixels.tobytes(), digest_size=6,
+                                             person=b"%dx%d" % pixels.shape[:2]).digest(), "big")
+        return self._from_pixels(pixels, lambda parts: self._embedding(parts, key))
+
+    def count_pixels(self, pixels: np.ndarray) -> int:
+        """How many prompt tokens `encode_pixels` makes of these pixels (see `count`)."""
+        return self._from_pixels(np.ascontiguousarray(pixels, dtype=np.uint8), _token_count)
+
+    def _from_bytes(self, data: bytes, max_side: int | None, read: Callable[[list[_Part]], _T]) -> _T:
         if not self.vision:
             raise ImageError("this model's projector takes no images")
         declared = declared_size(data)
         if declared is not None and declared[0] * declared[1] > MAX_PIXELS:
             raise ImageError(f"the image declares {declared[0]}x{declared[1]} pixels; at most {MAX_PIXELS} are read")
-        key = int.from_bytes(hashlib.blake2b(b"%d:" % (max_side or 0) + data, digest_size=6).digest(), "big")
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with self._lock:
             bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
             if not bitmap:  # not a format libmtmd's stb_image reads (WebP, TIFF...): Pillow's turn
                 bitmap = bitmap_of(pillow_pixels(data))
-            return self._encode_bitmap(bitmap, key, max_side)
+            return self._tokenized(bitmap, max_side, read)
 
-    def encode_pixels(self, pixels: np.ndarray) -> ImageEmbedding:
-        """RGB pixels (height x width x 3, uint8; a video frame) as embeddings."""
+    def _from_pixels(self, pixels: np.ndarray, read: Callable[[list[_Part]], _T]) -> _T:
         if not self.vision:
             raise ImageError("this model's projector takes no images")
-        pixels = np.ascontiguousarray(pixels, dtype=np.uint8)
-        key = int.from_bytes(hashlib.blake2b(pixels.tobytes(), digest_size=6,
-                                             person=b"%dx%d" % pixels.shape[:2]).digest(), "big")
         with self._lock:
-            return self._encode_bitmap(bitmap_of(pixels), key, None)
+            return self._tokenized(bitmap_of(pixels), None, read)
 
-    def _encode_bitmap(self, bitmap: mtmd.mtmd_bitmap_p, key: int, max_side: int | None) -> ImageEmbedding:
-        """`bitmap` (freed here) checked, scaled to `max_side`, and encoded; under the lock."""
+    def _tokenized(self, bitmap: mtmd.mtmd_bitmap_p, max_side: int | None, read: Callable[[list[_Part]], _T]) -> _T:
+        """`bitmap` (freed here) checked, scaled to `max_side`, preprocessed into its parts, and
+        those parts read by `read`; under the lock."""
         chunks = mtmd.mtmd_input_chunks_init()
         try:
             width, height = mtmd.mtmd_bitmap_get_nx(bitmap), mtmd.mtmd_bitmap_get_ny(bitmap)
@@ -104,18 +123,20 @@ class Projector:
                 scaled = fit_within(pixels, max_side)
                 mtmd.mtmd_bitmap_free(bitmap)
                 bitmap = bitmap_of(scaled)
-            return self._encode(chunks, bitmap, key)
+            return read(self._parts(chunks, bitmap))
         finally:
             mtmd.mtmd_input_chunks_free(chunks)
             mtmd.mtmd_bitmap_free(bitmap)
 
-    def _encode(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, key: int) -> ImageEmbedding:
+    def _parts(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p) -> list[_Part]:
+        """The image preprocessed (`mtmd_tokenize`: no encoder run) into its text tokens and its
+        image chunks, in order, each checked."""
         text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)
         bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
         status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(text), bitmaps, 1)
         if status != 0:
             raise ImageError(f"the projector could not preprocess the image (status {status})")
-        parts: list[tuple[int, ...] | ImageTile] = []
+        parts: list[_Part] = []
         for i in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, i)
             if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_TEXT:
@@ -127,18 +148,23 @@ class Projector:
                                      "not this model's projector")
                 if ids:
                     parts.append(ids)
-            else:
-                parts.append(self._encode_chunk(chunk))
-        if not any(isinstance(part, ImageTile) for part in parts) or len(parts) > 255:
+                continue
+            if mtmd.mtmd_input_chunk_get_type(chunk) != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
+                raise ImageError("the projector reads this data as audio, not as an image")
+            n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
+            if not 0 < n_tokens <= MAX_IMAGE_TOKENS:
+                raise ImageError(f"the projector made {n_tokens} tokens of the image")
+            parts.append(_Chunk(chunk, n_tokens))
+        if not any(isinstance(part, _Chunk) for part in parts) or len(parts) > 255:
             raise ImageError(f"the projector made {len(parts)} parts of the image, none or too many of them images")
-        return ImageEmbedding(key, tuple(parts))
+        return parts
 
-    def _encode_chunk(self, chunk: mtmd.mtmd_input_chunk_p) -> ImageTile:
-        n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
-        if mtmd.mtmd_input_chunk_get_type(chunk) != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
-            raise ImageError("the projector reads this data as audio, not as an image")
-        if not 0 < n_tokens <= MAX_IMAGE_TOKENS:
-            raise ImageError(f"the projector made {n_tokens} tokens of the image")
+    def _embedding(self, parts: list[_Part], key: int) -> ImageEmbedding:
+        return ImageEmbedding(key, tuple(part if isinstance(part, tuple) else self._encode_chunk(part)
+                                         for part in parts))
+
+    def _encode_chunk(self, part: _Chunk) -> ImageTile:
+        chunk, n_tokens = part.chunk, part.n_tokens
         if mtmd.mtmd_encode_chunk(self._ctx, chunk) != 0:
             raise ImageError("the projector failed to encode the image")
         output = mtmd.mtmd_get_output_embd(self._ctx)
@@ -148,6 +174,23 @@ class Projector:
             return ImageTile(embeddings.copy(), non_causal)
         return ImageTile(embeddings.copy(), non_causal, _mrope_sections(chunk, n_tokens),
                          mtmd.mtmd_input_chunk_get_n_pos(chunk))
+
+
+@dataclass(frozen=True)
+class _Chunk:
+    """An image chunk of the preprocessed image (valid until its chunk list is freed)."""
+
+    chunk: mtmd.mtmd_input_chunk_p
+    n_tokens: int
+
+
+_Part = tuple[int, ...] | _Chunk
+_T = TypeVar("_T")
+
+
+def _token_count(parts: list[_Part]) -> int:
+    """The prompt tokens an image's parts take: its text tokens and one placeholder per embedding."""
+    return sum(len(part) if isinstance(part, tuple) else part.n_tokens for part in parts)
 
 
 def bitmap_of(pixels: np.ndarray) -> mtmd.mtmd_bitmap_p:

@@ -7,11 +7,16 @@ The SDK's `messages.create` has no `temperature` any more: it travels in `extra_
 
 from __future__ import annotations
 
+import base64
 import json
 
 import anthropic
 import httpx
 import pytest
+
+from tests.conftest import FAMILY_KEY
+from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS
+from tests.images import noise, png
 
 GREEDY = {"temperature": 0}
 WEATHER = {"name": "get_weather", "description": "The weather now in a city",
@@ -145,6 +150,44 @@ def test_count_tokens_equals_the_prompt_a_create_reads(client, server) -> None:
     assert counted.input_tokens > 40  # the tool's definition is in the prompt
     response = post(server, fields, "/v1/messages/count_tokens")
     assert response.json() == {"input_tokens": counted.input_tokens}
+
+
+def test_count_tokens_renders_and_tokenizes_only(client, server) -> None:
+    """No grammar is made for a count: a schema whose grammar cannot be made refuses a create but
+    is counted as the same prompt without it (the schema is not part of the prompt)."""
+    fields = {"model": server.model, "messages": [{"role": "user", "content": "Answer in JSON, please"}]}
+    broken = {"output_config": {"format": {"type": "json_schema", "schema": {"$ref": "#/$defs/missing"}}}}
+    refused = post(server, {**fields, **broken, "max_tokens": 1})
+    assert refused.status_code == 400 and "points to nothing" in refused.json()["error"]["message"]
+    counted = post(server, {**fields, **broken}, "/v1/messages/count_tokens")
+    assert counted.status_code == 200, counted.text
+    assert counted.json() == {"input_tokens": client.messages.count_tokens(**fields).input_tokens}
+
+
+def test_count_tokens_of_images_equals_the_prompt_a_create_reads(keyed_family) -> None:
+    def image(seed: int) -> dict:
+        data = base64.b64encode(png(noise(seed))).decode()
+        return {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}}
+
+    question = "What differs between these pictures?"
+    fields = {"model": "vlm", "messages": [{"role": "user", "content": [{"type": "text", "text": question},
+                                                                        image(3), image(4)]}]}
+    with anthropic.Anthropic(base_url=keyed_family.base_url, api_key=FAMILY_KEY, max_retries=0) as sdk:
+        counted = sdk.messages.count_tokens(**fields).input_tokens
+        created = sdk.messages.create(max_tokens=1, extra_body=GREEDY, **fields)
+        text_only = sdk.messages.count_tokens(model="vlm", messages=[{"role": "user", "content": question}])
+    assert counted == created.usage.input_tokens + created.usage.cache_read_input_tokens
+    assert counted >= text_only.input_tokens + 2 * IMAGE_TOKENS
+
+
+def test_count_tokens_of_an_image_on_a_model_without_a_projector_is_refused_as_a_create_is(server) -> None:
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                         "data": base64.b64encode(b"not even an image").decode()}}
+    fields = {"model": server.model, "messages": [{"role": "user", "content": [block]}]}
+    created, counted = post(server, {**fields, "max_tokens": 1}), post(server, fields, "/v1/messages/count_tokens")
+    assert created.status_code == counted.status_code == 400
+    assert counted.json()["error"]["message"] == created.json()["error"]["message"]
+    assert "does not accept images" in counted.json()["error"]["message"]
 
 
 def _error(response: httpx.Response, status: int, kind: str) -> str:

@@ -11,7 +11,11 @@ random part made when the server starts, so text a user types never makes an ima
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import replace
+from typing import TYPE_CHECKING, TypeVar
+
+import numpy as np
 
 from app.media.fetch import MediaError, MediaPolicy, media_bytes
 from app.media.video import VideoError, video_frames
@@ -24,28 +28,52 @@ from backends.llama_model import LlamaModel
 from backends.registry import ServedModel
 from templates.prompt_fragments import fragment_tokens
 
+if TYPE_CHECKING:  # backends.vision loads libmtmd: only where a model has a projector
+    from backends.vision import Projector
+
 NO_IMAGES = "this model does not accept images"
 HOLE = -1  # where an image goes in a prompt's tokens before they are filled (no vocabulary id is negative)
+T = TypeVar("T")
 
 
 async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...],
                         policy: MediaPolicy) -> list[list[ImageEmbedding]]:
     """Each part's images (one, or a video's frames) read and encoded, in order; 400 naming the
     part for any that cannot be."""
+    projector = _projector(served, refs)
+    return await _read_images(refs, policy, projector.encode, projector.encode_pixels)
+
+
+async def count_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: MediaPolicy) -> list[int]:
+    """The prompt tokens each part's images (one, or a video's frames) take, as `encode_images`
+    would make them, from the projector's preprocessing alone (its encoder does not run); the
+    same 400s."""
+    projector = _projector(served, refs)
+    return [sum(group) for group in await _read_images(refs, policy, projector.count, projector.count_pixels)]
+
+
+def _projector(served: ServedModel, refs: tuple[ImageRef, ...]) -> Projector:
     projector = served.projector
     if projector is None or not projector.vision:
         kind = "a video" if refs[0].video else "an image"
         raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is {kind}",
                          param=_param(refs[0]))
+    return projector
+
+
+async def _read_images(refs: tuple[ImageRef, ...], policy: MediaPolicy, still: Callable[[bytes, int | None], T],
+                       frame: Callable[[np.ndarray], T]) -> list[list[T]]:
+    """Each part's images fetched and read by the projector (`still` for an image, `frame` for
+    each of a video's sampled frames), in order; 400 naming the part for any that cannot be."""
     groups = []
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
             if ref.video is None:
-                groups.append([await asyncio.to_thread(projector.encode, data, ref.max_side)])
+                groups.append([await asyncio.to_thread(still, data, ref.max_side)])
                 continue
             frames = await asyncio.to_thread(video_frames, data, *ref.video, ref.max_side)
-            groups.append([await asyncio.to_thread(projector.encode_pixels, frame) for frame in frames])
+            groups.append([await asyncio.to_thread(frame, pixels) for pixels in frames])
         except (MediaError, ImageError, VideoError) as error:
             raise BadRequest(f"{ref.where}: {error}", param=_param(ref)) from None
     return groups
@@ -72,6 +100,22 @@ def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[Im
 def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]]) -> Prompt:
     """The chat prompt with each part's images (a video's frames one after another) where the
     template put the part's marker."""
+    expanded, placed = _fill(_holed_tokens(served, prompt, len(groups)), groups)
+    text = prompt.text.replace(IMAGE_MARKER, "<image>")
+    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
+    return replace(prompt, tokens=expanded, text=text, fragments=shown, images=placed)
+
+
+def placed_count(served: ServedModel, prompt: Prompt, counts: list[int]) -> int:
+    """How many tokens `place_images` makes of the chat prompt, from each part's token count
+    (`count_images`)."""
+    tokens = _holed_tokens(served, prompt, len(counts))
+    return len(tokens) - len(counts) + sum(counts)
+
+
+def _holed_tokens(served: ServedModel, prompt: Prompt, parts: int) -> list[int]:
+    """The chat prompt's tokens with a `HOLE` where the template put each part's marker; 400
+    unless it put all `parts` of them."""
     fragments: list[str | int] = []
     for fragment in prompt.fragments:
         if not isinstance(fragment, str) or IMAGE_MARKER not in fragment:
@@ -83,13 +127,10 @@ def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmb
             fragments.append(piece)
     tokens = fragment_tokens(served.model, fragments)
     found = tokens.count(HOLE)
-    if found != len(groups):
-        raise BadRequest(f"the chat template placed {found} of the {len(groups)} images; it drops images where it "
+    if found != parts:
+        raise BadRequest(f"the chat template placed {found} of the {parts} images; it drops images where it "
                          "puts them (in a message of a role it leaves out, say)", param="messages")
-    expanded, placed = _fill(tokens, groups)
-    text = prompt.text.replace(IMAGE_MARKER, "<image>")
-    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
-    return replace(prompt, tokens=expanded, text=text, fragments=shown, images=placed)
+    return tokens
 
 
 def _fill(tokens: list[int], groups: list[list[ImageEmbedding]]) -> tuple[list[int], tuple[PromptImage, ...]]:

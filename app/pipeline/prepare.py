@@ -21,7 +21,13 @@ from app.pipeline.constraints import (
     reasoning_first,
 )
 from app.pipeline.errors import BadRequest
-from app.pipeline.images import encode_images, place_images, written_image_prompt
+from app.pipeline.images import (
+    count_images,
+    encode_images,
+    place_images,
+    placed_count,
+    written_image_prompt,
+)
 from app.pipeline.plan import Conversation, RequestPlan, Sampling
 from app.pipeline.prompts import (
     Fragments,
@@ -128,6 +134,20 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
     )
     return PreparedRequest(plan, served, job, prompts, chat, tool_names,
                            constraint.check if constraint is not None else None)
+
+
+async def count_chat_tokens(plan: RequestPlan, served: ServedModel, media: MediaPolicy = DEFAULT_MEDIA) -> int:
+    """How many tokens the chat prompt `prepare` makes of this plan takes (messages, tools and the
+    reasoning request rendered in the model's template; each image the tokens the projector makes
+    of it), without what only answering needs: the projector's encoder does not run, no grammar is
+    compiled, and the completion is not fitted into the context (a prompt too long to answer is
+    counted all the same)."""
+    assert isinstance(plan.input, Conversation)
+    require_generative(served, "it does not generate text; use /v1/embeddings")
+    counts = await count_images(served, plan.input.images, media) if plan.input.images else []
+    prompt = await asyncio.to_thread(chat_prompt, served.model, chat_format(served), plan.input,
+                                     plan.reasoning or ReasoningRequest())
+    return placed_count(served, prompt, counts) if counts else len(prompt.tokens)
 
 
 def _chat_constraint(served: ServedModel, chat: ChatFormat, plan: RequestPlan, prompt: str) -> Constraint | None:

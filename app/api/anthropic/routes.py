@@ -15,7 +15,7 @@ from app.api.anthropic.shaper import MessageShaper
 from app.api.anthropic.wire import CountTokensRequest, MessagesRequest
 from app.api.common.context import request_context
 from app.api.common.decode import decode_body
-from app.pipeline.prepare import prepare
+from app.pipeline.prepare import count_chat_tokens
 from app.pipeline.run import acquire_model, answer
 
 
@@ -29,15 +29,16 @@ async def create_message(request: Request) -> Response | Stream:
 
 @post(["/v1/messages/count_tokens", "/messages/count_tokens"], status_code=200)
 async def count_tokens(request: Request) -> CountTokensResponse:
+    """The prompt a create with these fields would read, rendered and tokenized only: no image is
+    encoded, no grammar compiled (`app.pipeline.prepare.count_chat_tokens`)."""
     body = decode_body(await request.body(), CountTokensRequest)
     plan = count_plan(body)
     context = request_context(request)
     lease = await acquire_model(context.registry, plan.model, "counting tokens")
     try:
-        prepared = await prepare(plan, lease.served, context.media)
+        return CountTokensResponse(await count_chat_tokens(plan, lease.served, context.media))
     finally:
         lease.release()
-    return CountTokensResponse(len(prepared.job.prompts[0].tokens))
 
 
 ROUTES = [Router("/", route_handlers=[create_message, count_tokens], exception_handlers=EXCEPTION_HANDLERS)]
