@@ -222,6 +222,28 @@ def test_stored_responses_get_delete_and_input_items(server, openai_client) -> N
         assert missing.status_code == 404 and missing.json()["error"]["type"] == "invalid_request_error"
 
 
+def test_a_streamed_response_is_kept_before_its_last_event_goes_out(server, openai_client) -> None:
+    """The final-answer hook stores the response before the stream's last event is sent: it is
+    found while the stream is still open, as the last event has it; `store: false` keeps none."""
+    for store in (True, False):
+        body = {"model": server.model, "temperature": 0, "stream": True, "input": LONG, "max_output_tokens": 4,
+                "store": store}
+        with httpx.stream("POST", f"{server.v1}/responses", json=body, timeout=120) as response:
+            for line in response.iter_lines():
+                if not line.startswith("data: "):
+                    continue
+                event = json.loads(line.removeprefix("data: "))
+                if event["type"] in ("response.completed", "response.incomplete"):
+                    final = event["response"]
+                    found = httpx.get(f"{server.v1}/responses/{final['id']}", timeout=120)  # the stream still open
+                    break
+        if store:
+            assert found.status_code == 200 and found.json() == final
+            assert openai_client.responses.retrieve(final["id"]).output_text == final["output"][0]["content"][0]["text"]
+        else:
+            assert found.status_code == 404
+
+
 def test_store_false_keeps_nothing(server, openai_client) -> None:
     response = openai_client.responses.create(model=server.model, input="Hi", store=False, max_output_tokens=2)
     assert response.store is False

@@ -3,7 +3,9 @@ then collect a whole answer or stream the engine's events, through the dialect's
 
 Every front door answers through `answer`: it brings a plan and a way to build its shaper, and
 gets back a whole `Response` or a streamed one. A stream releases the model when it ends, however
-it ends; a client that leaves cancels the job at the next step.
+it ends; a client that leaves cancels the job at the next step. A door that needs more of
+`answer` than the answer says so with a `PlanOnModel` (the plan finished once the model is held)
+and `AnswerHooks` (the time the model took to load, the finished answer): one lease per request.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -107,33 +109,81 @@ class Shaper(Protocol):
 
 
 MakeShaper = Callable[[PreparedRequest, RequestClock], Shaper]
+OnFinal = Callable[[Shaper], Awaitable[None]]
 
 
-async def answer(context: RequestContext, plan: RequestPlan, make_shaper: MakeShaper,
-                 framing: Framing) -> Response | Stream:
-    """The plan's answer, whole or streamed (`plan.stream`) in `framing`."""
+@dataclass(frozen=True)
+class PlanOnModel:
+    """A plan its door finishes once the model is held, in the one lease `answer` takes: `build`
+    gets the served model (None for a model that runs upstream, where nothing is held here) and
+    returns the plan, after the door's checks against the model (Ollama's `num_ctx`, its
+    `keep_alive` set while the model is held) or with inputs made of the model's tokens (Ollama's
+    `suffix` and `context`). Its errors answer the request as the plan's own would."""
+
+    model: str
+    build: Callable[[ServedModel | None], Awaitable[RequestPlan]]
+
+
+@dataclass(eq=False)
+class AnswerHooks:
+    """What a door may want of `answer` besides the answer. Nothing here runs per token, and a
+    request without hooks pays nothing for them.
+
+    - `load_seconds` is written by `answer`: how long getting the lease on the model took (loading
+      it when it was not loaded; 0 for a model that runs upstream). It is known when the shaper
+      is made, so a shaper may report it (Ollama's `load_duration`).
+    - `on_final(shaper)` is awaited once, when the answer has its last word: for a whole answer
+      after the shaper's `whole`; for a stream when the last choice has finished (or the job
+      failed) and the shaper has written its last chunks, before they go out, so that what it
+      keeps is there by the time the client reads the end. Not called when the request fails
+      before answering, nor when a stream's client leaves first.
+    """
+
+    on_final: OnFinal | None = None
+    load_seconds: float = 0.0
+
+
+async def answer(context: RequestContext, plan: RequestPlan | PlanOnModel, make_shaper: MakeShaper,
+                 framing: Framing, hooks: AnswerHooks | None = None) -> Response | Stream:
+    """The plan's answer, whole or streamed (`plan.stream`) in `framing`, on one lease."""
+    on_final = hooks.on_final if hooks is not None else None
     spec = context.registry.knows(plan.model)
     if spec is not None and spec.upstream is not None:
-        return await _answer_upstream(context, plan, spec, make_shaper, framing)
+        if isinstance(plan, PlanOnModel):
+            plan = await plan.build(None)
+        return await _answer_upstream(context, plan, spec, make_shaper, framing, on_final)
+    started = time.perf_counter()
     lease = await acquire_model(context.registry, plan.model)
+    if hooks is not None:
+        hooks.load_seconds = time.perf_counter() - started
     try:
+        if isinstance(plan, PlanOnModel):
+            plan = await plan.build(lease.served)
         prepared = await prepare(plan, lease.served, context.media)
         shaper = make_shaper(prepared, context.clock)
         note_caller(plan.caller.user, plan.caller.metadata)
         handle = submit(lease.served, prepared.job)
         if plan.stream is not None:
-            frames = stream(handle, shaper, plan.stream, context.clock, framing, lease.release)
+            frames = stream(handle, shaper, plan.stream, context.clock, framing, lease.release, on_final)
             return Stream(frames, media_type=framing.media_type, headers=framing.headers)
         results, counter = await collect(handle, context.receive, context.clock)
     except BaseException:
         lease.release()
         raise
     lease.release()
-    return shaper.whole(results, counter)
+    return await _whole(shaper, results, counter, on_final)
+
+
+async def _whole(shaper: Shaper, results: list[ChoiceResult], counter: UsageCounter,
+                 on_final: OnFinal | None) -> Response:
+    response = shaper.whole(results, counter)
+    if on_final is not None:
+        await on_final(shaper)
+    return response
 
 
 async def _answer_upstream(context: RequestContext, plan: RequestPlan, spec: ModelSpec, make_shaper: MakeShaper,
-                           framing: Framing) -> Response | Stream:
+                           framing: Framing, on_final: OnFinal | None) -> Response | Stream:
     """The plan's answer from the server its model runs on (`app.pipeline.upstream.answer`): the upstream's
     chunks arrive as a job's events, so the same shapers, `stream` and `collect` write it. An
     error the upstream answers before its stream starts keeps its status; a later one ends the
@@ -142,10 +192,10 @@ async def _answer_upstream(context: RequestContext, plan: RequestPlan, spec: Mod
     prepared, handle = await start_upstream(plan, spec)
     shaper = make_shaper(prepared, context.clock)
     if plan.stream is not None:
-        frames = stream(handle, shaper, plan.stream, context.clock, framing)
+        frames = stream(handle, shaper, plan.stream, context.clock, framing, on_final=on_final)
         return Stream(frames, media_type=framing.media_type, headers=framing.headers)
     results, counter = await collect(handle, context.receive, context.clock)
-    return shaper.whole(results, counter)
+    return await _whole(shaper, results, counter, on_final)
 
 
 async def acquire_model(registry: ModelRegistry, name: str, what: str = "this endpoint") -> Lease:
@@ -249,10 +299,11 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
 
 
 async def stream(handle: JobHandle, shaper: Shaper, options: StreamPlan, clock: RequestClock, framing: Framing,
-                 on_close: Callable[[], None] | None = None) -> AsyncIterator[bytes]:
+                 on_close: Callable[[], None] | None = None, on_final: OnFinal | None = None) -> AsyncIterator[bytes]:
     """The framed chunks of a job's answer as its events arrive, then the framing's end; a failure
     ends it with the shaper's error chunk. Leaving early cancels the job; `on_close` runs when the
-    stream ends, however it ends."""
+    stream ends, however it ends; `on_final` (see `AnswerHooks`) before the last choice's chunks,
+    or the error chunk, go out."""
     frame = framing.frame
     counter = UsageCounter(handle.job.n)
     buffer = ChunkBuffer(options.buffer) if options.buffer is not None else None
@@ -286,7 +337,10 @@ async def stream(handle: JobHandle, shaper: Shaper, options: StreamPlan, clock: 
                                 yield frame(chunk)
                     if not remaining:
                         clock.finish()
-                    for chunk in shaper.finished(event.choice, event.finish_reason, not remaining, counter):
+                    chunks = shaper.finished(event.choice, event.finish_reason, not remaining, counter)
+                    if not remaining and on_final is not None:
+                        await on_final(shaper)
+                    for chunk in chunks:
                         yield frame(chunk)
                 elif isinstance(event, PromptLogprobs):
                     for chunk in shaper.prompt_scored(event.choice, _prompt_entries(handle, event)):
@@ -294,7 +348,10 @@ async def stream(handle: JobHandle, shaper: Shaper, options: StreamPlan, clock: 
                 else:
                     failure = _failure(event)
                     note_error(failure.message)
-                    yield frame(shaper.failed(failure))
+                    last = shaper.failed(failure)
+                    if on_final is not None:
+                        await on_final(shaper)
+                    yield frame(last)
                     yield framing.end
                     return
             if buffer is not None:

@@ -1,9 +1,10 @@
 """`/api/chat` and `/api/generate`: decode, find the model, apply `keep_alive`, build the plan,
-answer through `app.run.answer` with Ollama's shapers.
+answer through `app.pipeline.run.answer` with Ollama's shapers.
 
-The handler takes its own lease on the model before answering: that times the load
-(`load_duration`), gives `/api/generate` the model it needs for `suffix` and `context`, and sets
-the keep-alive while the model is held. A request without messages (chat) or prompt (generate)
+One lease per request, `answer`'s: the plan is finished once the model is held (`PlanOnModel`),
+which sets the keep-alive while the model is held, checks `num_ctx` against it and gives
+`/api/generate` the model it needs for `suffix` and `context`; `answer` times getting the lease
+(`load_duration`, through `AnswerHooks`). A request without messages (chat) or prompt (generate)
 only loads the model, or with `keep_alive: 0` unloads it, as Ollama does (`done_reason` "load" /
 "unload").
 
@@ -13,14 +14,19 @@ keep-alive (`--keep-alive` / the config's) in force, rather than Ollama's defaul
 
 from __future__ import annotations
 
-import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from litestar.response import Response, Stream
 
 from app.api.common.decode import decode_body
 from app.api.ollama.models import resolve
-from app.api.ollama.options import check_num_ctx, keep_alive_seconds, parse_options
+from app.api.ollama.options import (
+    Options,
+    check_num_ctx,
+    keep_alive_seconds,
+    parse_options,
+)
 from app.api.ollama.plan import chat_plan, generate_plan
 from app.api.ollama.shapers import NDJSON, ChatShaper, GenerateShaper, created_at
 from app.api.ollama.wire import (
@@ -30,20 +36,30 @@ from app.api.ollama.wire import (
     OllamaGenerateResponse,
     OllamaResponseMessage,
 )
-from app.pipeline.run import RequestContext, acquire_model, answer
-from backends.registry import Lease, ModelSpec
+from app.pipeline.plan import RequestPlan
+from app.pipeline.run import (
+    AnswerHooks,
+    PlanOnModel,
+    RequestContext,
+    acquire_model,
+    answer,
+)
+from backends.registry import ModelSpec, ServedModel
 
 
-async def _lease(context: RequestContext, spec: ModelSpec, keep_alive: float | None) -> tuple[Lease | None, float]:
-    """A lease on the model and how long getting it took; none for a model that runs upstream
-    (nothing loads here)."""
-    if spec.upstream is not None:
-        return None, 0.0
-    started = time.perf_counter()
-    lease = await acquire_model(context.registry, spec.id)
-    if keep_alive is not None:
-        context.registry.keep_alive(spec.id, keep_alive)
-    return lease, time.perf_counter() - started
+def _on_model(context: RequestContext, spec: ModelSpec, keep_alive: float | None, options: Options,
+              plan_for: Callable[[ServedModel | None], Awaitable[RequestPlan]]) -> PlanOnModel:
+    """The plan, finished once the model is held: its keep-alive set, `num_ctx` checked (for a
+    model that runs upstream nothing is held here, and neither applies)."""
+
+    async def build(served: ServedModel | None) -> RequestPlan:
+        if served is not None:
+            if keep_alive is not None:
+                context.registry.keep_alive(spec.id, keep_alive)
+            check_num_ctx(options, served.engine.request_limit)
+        return await plan_for(served)
+
+    return PlanOnModel(spec.id, build)
 
 
 async def _load_or_unload(context: RequestContext, spec: ModelSpec, keep_alive: float | None) -> str:
@@ -51,8 +67,10 @@ async def _load_or_unload(context: RequestContext, spec: ModelSpec, keep_alive: 
     if keep_alive == 0:
         await context.registry.unload(spec.id)
         return "unload"
-    lease, _ = await _lease(context, spec, keep_alive)
-    if lease is not None:
+    if spec.upstream is None:  # nothing loads here for a model that runs upstream
+        lease = await acquire_model(context.registry, spec.id)
+        if keep_alive is not None:
+            context.registry.keep_alive(spec.id, keep_alive)
         lease.release()
     return "load"
 
@@ -74,15 +92,14 @@ async def chat(context: RequestContext, body: bytes) -> Response | Stream:
         return _one(OllamaChatResponse(request.model, created_at(), OllamaResponseMessage("assistant", ""), True,
                                  done_reason=reason), request.stream)
     plan = chat_plan(request, spec.id, options)
-    lease, load = await _lease(context, spec, keep_alive)
-    try:
-        if lease is not None:
-            check_num_ctx(options, lease.served.engine.request_limit)
-        return await answer(context, plan, lambda prepared, clock: ChatShaper(prepared, clock, request.model, load),
-                            NDJSON)
-    finally:
-        if lease is not None:
-            lease.release()
+
+    async def planned(served: ServedModel | None) -> RequestPlan:
+        return plan
+
+    hooks = AnswerHooks()
+    return await answer(context, _on_model(context, spec, keep_alive, options, planned),
+                        lambda prepared, clock: ChatShaper(prepared, clock, request.model, hooks.load_seconds),
+                        NDJSON, hooks)
 
 
 async def generate(context: RequestContext, body: bytes) -> Response | Stream:
@@ -93,15 +110,11 @@ async def generate(context: RequestContext, body: bytes) -> Response | Stream:
     if not request.prompt and not request.images and request.suffix is None and not request.context:
         reason = await _load_or_unload(context, spec, keep_alive)
         return _one(OllamaGenerateResponse(request.model, created_at(), "", True, done_reason=reason), request.stream)
-    lease, load = await _lease(context, spec, keep_alive)
-    try:
-        if lease is not None:
-            check_num_ctx(options, lease.served.engine.request_limit)
-        plan = await generate_plan(request, spec.id, options, lease.served if lease is not None else None)
-        # Ollama returns no context for raw prompts; an upstream's tokens are not known here
-        with_context = not request.raw and lease is not None
-        return await answer(context, plan, lambda prepared, clock: GenerateShaper(
-            prepared, clock, request.model, load, with_context=with_context), NDJSON)
-    finally:
-        if lease is not None:
-            lease.release()
+    hooks = AnswerHooks()
+    # Ollama returns no context for raw prompts; an upstream's tokens are not known here
+    with_context = not request.raw and spec.upstream is None
+    return await answer(context, _on_model(context, spec, keep_alive, options,
+                                           lambda served: generate_plan(request, spec.id, options, served)),
+                        lambda prepared, clock: GenerateShaper(prepared, clock, request.model, hooks.load_seconds,
+                                                               with_context=with_context),
+                        NDJSON, hooks)

@@ -1,13 +1,12 @@
 """`POST /v1/responses`: the body, after the stored turns of its `previous_response_id`, as a
-plan; answered through `app.run.answer` with the `ResponsesShaper`; the finished response kept
-(unless `store: false`) before the client sees it end, so a next turn can continue from it."""
+plan; answered through `app.pipeline.run.answer` with the `ResponsesShaper`; the finished response
+kept (unless `store: false`) through `answer`'s final-answer hook, before the client sees it end,
+so a next turn can continue from it."""
 
 from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
-from typing import Any
 
 import msgspec
 from litestar.response import Response as HttpResponse
@@ -25,10 +24,8 @@ from app.api.responses.requests import (
 from app.api.responses.shaper import RESPONSES_SSE, ItemBuilder, ResponsesShaper
 from app.api.responses.store import ResponseStore, response_store
 from app.pipeline.errors import ApiError
-from app.pipeline.prepare import PreparedRequest
 from app.pipeline.record import note_response_id
-from app.pipeline.run import RequestContext, answer, now
-from app.pipeline.usage import RequestClock
+from app.pipeline.run import AnswerHooks, RequestContext, Shaper, answer, now
 from app.settings.api import ApiSettings
 
 
@@ -89,20 +86,6 @@ async def _resolved(store: ResponseStore, items: list[InputItem]) -> list[InputI
     return resolved
 
 
-async def _saving(frames: AsyncIterator[bytes], shaper: ResponsesShaper, store: ResponseStore,
-                  inputs: list[dict[str, Any]]) -> AsyncIterator[bytes]:
-    """The stream, with the response kept as soon as it is finished (before its last event goes out)."""
-    saved = False
-    try:
-        async for frame in frames:
-            if not saved and shaper.final is not None:
-                await asyncio.to_thread(store.save, msgspec.to_builtins(shaper.final), inputs)
-                saved = True
-            yield frame
-    finally:
-        await frames.aclose()  # type: ignore[attr-defined]
-
-
 async def create_response(context: RequestContext, settings: ApiSettings, body: bytes) -> HttpResponse | Stream:
     request = decode_request(body)
     check_request(request, settings.max_logprobs)
@@ -114,20 +97,14 @@ async def create_response(context: RequestContext, settings: ApiSettings, body: 
     note_response_id(response_id)
     base = echo(request, response_id)
     seal = "reasoning.encrypted_content" in (request.include or [])
-    shapers: list[ResponsesShaper] = []
+    hooks = None
+    if request.store is not False:
+        inputs = [stored_item(item) for item in items]
 
-    def make_shaper(prepared: PreparedRequest, clock: RequestClock) -> ResponsesShaper:
-        shapers.append(ResponsesShaper(prepared, base, ItemBuilder(seal)))
-        return shapers[0]
+        async def keep(shaper: Shaper) -> None:
+            assert isinstance(shaper, ResponsesShaper) and shaper.final is not None
+            await asyncio.to_thread(store.save, msgspec.to_builtins(shaper.final), inputs)
 
-    result = await answer(context, plan, make_shaper, RESPONSES_SSE)
-    if request.store is False:
-        return result
-    inputs = [stored_item(item) for item in items]
-    if isinstance(result, Stream):
-        result.iterator = _saving(result.iterator, shapers[0], store, inputs)  # type: ignore[arg-type]
-    else:
-        final = shapers[0].final
-        assert final is not None
-        await asyncio.to_thread(store.save, msgspec.to_builtins(final), inputs)
-    return result
+        hooks = AnswerHooks(on_final=keep)
+    return await answer(context, plan, lambda prepared, clock: ResponsesShaper(prepared, base, ItemBuilder(seal)),
+                        RESPONSES_SSE, hooks)
