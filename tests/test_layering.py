@@ -3,8 +3,12 @@ offending line.
 
 - `backends` (what produces tokens) imports neither `app` nor `templates`;
 - `templates` and `grammars` (chat formats, constrained decoding) import neither `app` nor `backends`;
+- inside `app`: the request pipeline (`app.pipeline`) imports nothing of the HTTP server, the doors
+  or the CLI; a front door (`app.api.<door>`) imports no other door, nor the server or the CLI (what
+  two doors need lives in `app.api.common`, which imports no door);
 - no import circle anywhere, counting every import: module level, inside functions and under
-  `TYPE_CHECKING` (a circle hidden there is still two modules that each need the other).
+  `TYPE_CHECKING` (a circle hidden there is still two modules that each need the other), and none
+  between packages either (`app.api.<door>`, `app.pipeline`, `app.server`, ... taken whole).
 """
 
 from __future__ import annotations
@@ -138,3 +142,72 @@ def test_the_checks_see_imports() -> None:
     assert ("backends.engine", "backends.jobs") in edges  # from backends.jobs import (...)
     assert any(module.startswith("app") and target.startswith("backends") for module, target in edges)
     assert _cycle({"a": [Import("a", "b", "a:1")], "b": [Import("b", "a", "b:1")]}) is not None
+
+
+def unit(module: str) -> str:
+    """The package a module belongs to, as the layers count them: `app.api.<door>` and
+    `app.<role>` inside `app`, the top-level package elsewhere."""
+    parts = module.split(".")
+    if parts[0] != "app" or len(parts) == 1:
+        return parts[0]
+    if parts[1] == "api" and len(parts) > 2:
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+DOOR_SHARED = "app.api.common"
+# what a unit of `app` must never import, beside the rules on doors
+APP_FORBIDDEN = {
+    "app.pipeline": ("app.server", "app.api", "app.cli"),
+    "app.media": ("app.server", "app.api", "app.cli"),
+    "app.settings": ("app.server", "app.api", "app.cli", "app.pipeline"),
+    DOOR_SHARED: ("app.server", "app.cli"),
+}
+
+
+def _is_door(name: str) -> bool:
+    return name.startswith("app.api.") and name != DOOR_SHARED
+
+
+def layering_faults(imports: list[Import]) -> list[str]:
+    faults = []
+    for edge in imports:
+        source, target = unit(edge.module), unit(edge.target)
+        if source == target:
+            continue
+        forbidden = APP_FORBIDDEN.get(source, ())
+        if any(target == f or target.startswith(f + ".") for f in forbidden):
+            faults.append(f"{source} must not import {target}: {edge}")
+        elif _is_door(source) and (_is_door(target) or target in ("app.server", "app.cli")):
+            faults.append(f"a front door imports {target}: {edge}")
+        elif source == DOOR_SHARED and _is_door(target):
+            faults.append(f"app.api.common imports a door: {edge}")
+    return faults
+
+
+def test_the_pipeline_and_the_doors_keep_their_layers() -> None:
+    faults = layering_faults(project_imports())
+    assert not faults, "\n".join(faults)
+
+
+def test_no_import_circles_between_packages() -> None:
+    graph: dict[str, list[Import]] = {}
+    for edge in project_imports():
+        source, target = unit(edge.module), unit(edge.target)
+        if source != target:
+            graph.setdefault(source, []).append(Import(source, target, edge.where))
+    circle = _cycle(graph)
+    assert circle is None, "a circle between packages:\n" + "\n".join(str(edge) for edge in circle or [])
+
+
+def test_the_layer_rules_catch_what_they_name() -> None:
+    """Each rule fails on the import it forbids (else the tests above could pass on nothing)."""
+    def edge(source: str, target: str) -> Import:
+        return Import(source, target, f"{source}:1")
+    assert layering_faults([edge("app.pipeline.run", "app.server.request_log")])
+    assert layering_faults([edge("app.api.tgi.shaper", "app.api.fireworks.chat")])
+    assert layering_faults([edge("app.api.ollama.pull", "app.cli.pull")])
+    assert layering_faults([edge("app.api.common.errors", "app.api.anthropic.errors")])
+    assert not layering_faults([edge("app.api.tgi.shaper", "app.api.common.streams"),
+                                edge("app.server.app", "app.api.tgi.routes")])
+    assert unit("app.api.tgi.shaper") == "app.api.tgi" and unit("app.pipeline.upstream.body") == "app.pipeline"
