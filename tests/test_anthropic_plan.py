@@ -12,7 +12,6 @@ from app.api.anthropic.errors import (
     EXCEPTION_HANDLERS,
     error_type,
     from_api_error,
-    sse_event,
     validation_message,
 )
 from app.api.anthropic.messages import conversation_turns, sign_thinking, system_text
@@ -29,6 +28,7 @@ from app.api.anthropic.wire import (
     ToolChoiceTool,
 )
 from app.api.common.decode import decode_body
+from app.api.common.streams import sse_named
 from app.pipeline.errors import (
     ApiError,
     BadRequest,
@@ -202,8 +202,8 @@ def test_errors_and_events_on_the_wire() -> None:
     assert [error_type(s) for s in (400, 401, 404, 413, 422, 429, 500, 503, 529)] == [
         "invalid_request_error", "authentication_error", "not_found_error", "request_too_large",
         "invalid_request_error", "rate_limit_error", "api_error", "api_error", "overloaded_error"]
-    assert sse_event(Ping()) == b'event: ping\ndata: {"type":"ping"}\n\n'
-    assert sse_event(from_api_error(EngineFailure("boom"))) == (
+    assert sse_named(Ping()) == b'event: ping\ndata: {"type":"ping"}\n\n'
+    assert sse_named(from_api_error(EngineFailure("boom"))) == (
         b'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"boom"}}\n\n')
     busy = EXCEPTION_HANDLERS[ApiError](None, TooManyRequests("the queue is full", 3))
     assert busy.status_code == 429 and busy.headers["Retry-After"] == "3"

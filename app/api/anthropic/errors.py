@@ -1,5 +1,5 @@
 """Errors on this API's paths in Anthropic's shape, `{"type": "error", "error": {"type", "message"}}`,
-with the HTTP status our typed errors carry, and the SSE framing its streams use.
+with the HTTP status our typed errors carry (the framing of its streams is in `app.api.common.streams`).
 
 These handlers sit on the dialect's Router, so they win over the app's OpenAI-shaped ones for
 every request routed here: the API-key guard (401), an unknown model (404), a full queue (429),
@@ -11,13 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import msgspec
-
 from app.api.anthropic.responses import ErrorDetail, ErrorEvent, ErrorType
 from app.api.common.errors import error_handlers, validation_message
-from app.api.common.streams import SSE_HEADERS
 from app.pipeline.errors import ApiError, RequestValidationError
-from app.pipeline.framing import Framing
 
 # Anthropic's error type for each status (https://docs.anthropic.com/en/api/errors)
 _TYPES: dict[int, ErrorType] = {
@@ -50,14 +46,3 @@ class AnthropicShape:
 
 
 EXCEPTION_HANDLERS = error_handlers(AnthropicShape())
-
-_encoder = msgspec.json.Encoder()
-
-
-def sse_event(event: msgspec.Struct) -> bytes:
-    """One server-sent event named by the payload's own `type`, as Anthropic streams them."""
-    name = type(event).__struct_config__.tag
-    return b"event: " + str(name).encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
-
-
-ANTHROPIC_SSE = Framing(sse_event, b"", "text/event-stream", SSE_HEADERS)  # no [DONE]: message_stop ends it

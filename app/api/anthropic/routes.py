@@ -8,13 +8,14 @@ from __future__ import annotations
 from litestar import Request, Router, post
 from litestar.response import Response, Stream
 
-from app.api.anthropic.errors import ANTHROPIC_SSE, EXCEPTION_HANDLERS
+from app.api.anthropic.errors import EXCEPTION_HANDLERS
 from app.api.anthropic.plan import count_plan, messages_plan
 from app.api.anthropic.responses import CountTokensResponse
 from app.api.anthropic.shaper import MessageShaper
 from app.api.anthropic.wire import CountTokensRequest, MessagesRequest
 from app.api.common.context import request_context
 from app.api.common.decode import decode_body
+from app.api.common.streams import ANTHROPIC_SSE
 from app.pipeline.prepare import count_chat_tokens
 from app.pipeline.run import acquire_model, answer
 

@@ -20,6 +20,7 @@ from typing import Any
 from litestar.response import Response, Stream
 
 from app.api.common.decode import decode_body
+from app.api.common.streams import NDJSON
 from app.api.ollama.models import resolve
 from app.api.ollama.options import (
     Options,
@@ -28,7 +29,7 @@ from app.api.ollama.options import (
     parse_options,
 )
 from app.api.ollama.plan import chat_plan, generate_plan
-from app.api.ollama.shapers import NDJSON, ChatShaper, GenerateShaper, created_at
+from app.api.ollama.shapers import ChatShaper, GenerateShaper, created_at
 from app.api.ollama.wire import (
     OllamaChatRequest,
     OllamaChatResponse,

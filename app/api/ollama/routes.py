@@ -10,6 +10,7 @@ from litestar.response import Response, Stream
 
 from app.api.common.context import registry, request_context
 from app.api.common.decode import decode_body
+from app.api.common.streams import NDJSON
 from app.api.ollama import embed as embedding
 from app.api.ollama import generation
 from app.api.ollama.errors import HANDLERS
@@ -26,7 +27,6 @@ from app.api.ollama.models import (
     resolve,
 )
 from app.api.ollama.pull import downloaded_files, parse_name, pull_stream, pull_whole
-from app.api.ollama.shapers import NDJSON
 from app.api.ollama.wire import (
     OllamaEmbeddingsResponse,
     OllamaEmbedResponse,

@@ -28,16 +28,12 @@ from app.api.ollama.wire import (
 )
 from app.pipeline.answer_check import SchemaViolation
 from app.pipeline.errors import ApiError
-from app.pipeline.framing import Framing
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import RequestClock, UsageCounter
 from templates.chat_output import ChatOutput, OutputEvent
 from templates.tool_calls.strict_json import arguments_object
-
-_encoder = msgspec.json.Encoder()
-NDJSON = Framing(lambda chunk: _encoder.encode(chunk) + b"\n", b"", "application/x-ndjson")
 
 
 def created_at() -> str:

@@ -12,6 +12,7 @@ import msgspec
 from litestar.response import Response as HttpResponse
 from litestar.response import Stream
 
+from app.api.common.streams import RESPONSES_SSE
 from app.api.responses.items import as_items, item_from_store, stored_item
 from app.api.responses.objects import ReasoningEcho, Response
 from app.api.responses.plan import check_request, responses_plan
@@ -21,7 +22,7 @@ from app.api.responses.requests import (
     ResponsesRequest,
     decode_request,
 )
-from app.api.responses.shaper import RESPONSES_SSE, ItemBuilder, ResponsesShaper
+from app.api.responses.shaper import ItemBuilder, ResponsesShaper
 from app.api.responses.store import ResponseStore, response_store
 from app.pipeline.errors import ApiError
 from app.pipeline.record import note_response_id

@@ -19,7 +19,6 @@ from litestar.response import Response as HttpResponse
 
 from app.api.common.logprobs import LogprobShaper, token_texts
 from app.api.common.outputs import NewLogProbs
-from app.api.common.streams import SSE_HEADERS
 from app.api.common.violations import AnswerWatch
 from app.api.responses.items import new_item_id, seal_reasoning
 from app.api.responses.objects import (
@@ -45,24 +44,11 @@ from app.api.responses.objects import (
     TextDoneEvent,
 )
 from app.pipeline.errors import ApiError
-from app.pipeline.framing import Framing
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import UsageCounter
 from templates.chat_output import ChatOutput, OutputEvent, new_call_id
-
-_encoder = msgspec.json.Encoder()
-
-
-def _frame(event: StreamEvent | None) -> bytes:
-    if event is None:
-        return b""
-    return b"event: " + event.type.encode() + b"\ndata: " + _encoder.encode(event) + b"\n\n"
-
-
-# Each event names itself (`event:` and its `type`); the stream ends with the last one, no [DONE].
-RESPONSES_SSE = Framing(_frame, b"", "text/event-stream", SSE_HEADERS)
 
 
 def _brief(logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,16 +12,12 @@ from litestar.response import Stream
 from app.api.common.context import registry, request_context, settings
 from app.api.common.decode import decode_body
 from app.api.common.errors import error_handlers, validation_message
-from app.api.common.streams import SSE_HEADERS, sse_data
+from app.api.common.streams import TGI_SSE
 from app.api.tgi.plan import tgi_plan
 from app.api.tgi.shaper import TgiShaper, error_body
 from app.api.tgi.wire import TgiError, TgiGenerateRequest
 from app.pipeline.errors import ApiError, ModelNotFound, RequestValidationError
-from app.pipeline.framing import Framing
 from app.pipeline.run import answer
-
-# TGI's events are plain `data:` lines with no end marker
-TGI_SSE = Framing(sse_data, b"", "text/event-stream", SSE_HEADERS)
 
 
 async def _generate(request: Request, *, stream: bool | None, listed: bool = False) -> Response | Stream:
