@@ -185,11 +185,25 @@ class Embedded:
 
 
 @dataclass(frozen=True, slots=True)
+class OutputPart:
+    """Output its producer already split (an upstream server's chat deltas), which no chat format
+    parses again: content or reasoning text, or a fragment of tool call `index`'s arguments (its
+    name, and the producer's id if any, on the call's first fragment)."""
+
+    kind: Literal["content", "reasoning", "call"]
+    text: str
+    index: int = -1
+    name: str | None = None
+    id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class TextDelta:
     choice: int
     text: str
-    token: int  # -1: text held back (for a stop sequence) released at the end
+    token: int  # -1: text with no token of its own (held back for a stop sequence, or an upstream's)
     logprob: TokenLogprob | None = None
+    part: OutputPart | None = None  # set when the text comes already split (never by the local engine)
 
 
 @dataclass(frozen=True, slots=True)

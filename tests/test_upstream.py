@@ -20,7 +20,9 @@ import ollama
 import openai
 import pytest
 
-from app.pipeline.upstream.output import UpstreamOutput, call_record, reasoning_record
+from app.pipeline.output import SplitOutput
+from app.pipeline.stream_buffer import Piece
+from backends.jobs import OutputPart
 from tests.conftest import (
     FIRESIDE,
     POOL,
@@ -212,14 +214,20 @@ def test_tool_calls_come_through_structured(front_sdk: openai.OpenAI) -> None:
     assert "".join(p[0].function.arguments or "" for p in pieces) == call.function.arguments
 
 
-def test_upstream_output_records_round_trip_across_any_cut() -> None:
-    text = ("plain " + reasoning_record("thinking \x00 hard") + "more"
-            + call_record(0, '{"a":', "f", "call_x") + call_record(0, " 1}", None, None))
-    for cut in range(len(text) + 1):
-        output = UpstreamOutput()
-        events = output.feed(text[:cut]) + output.feed(text[cut:])
+def test_split_output_reads_the_same_however_the_parts_are_grouped() -> None:
+    """An upstream's parts as the shapers read them, one piece per part or coalesced by a stream
+    buffer at any point: the same content, reasoning and call."""
+    parts = [OutputPart("content", "plain "), OutputPart("reasoning", "thinking \x00 hard"),
+             OutputPart("content", "more"), OutputPart("call", '{"a":', 0, "f", "call_x"),
+             OutputPart("call", " 1}", 0)]
+    for cut in range(len(parts) + 1):
+        output = SplitOutput()
+        events = [event for group in (parts[:cut], parts[cut:]) if group
+                  for event in output.feed(Piece("".join(p.text for p in group), parts=group))]
+        events += output.finish()
         assert "".join(e.text for e in events if e.kind == "content") == "plain more"
         assert "".join(e.text for e in events if e.kind == "reasoning") == "thinking \x00 hard"
+        assert [(e.name, e.id) for e in events if e.kind == "call"] == [("f", "call_x"), (None, None)]
         assert [(c.name, c.arguments, c.id) for c in output.calls] == [("f", '{"a": 1}', "call_x")]
 
 

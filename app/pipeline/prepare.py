@@ -28,6 +28,7 @@ from app.pipeline.images import (
     placed_count,
     written_image_prompt,
 )
+from app.pipeline.output import OutputReader, ParsedOutput, SplitOutput
 from app.pipeline.plan import Conversation, RequestPlan, Sampling
 from app.pipeline.prompts import (
     Fragments,
@@ -42,35 +43,59 @@ from backends.llama_model import LlamaModel
 from backends.reasoning_budget import ReasoningBudget
 from backends.registry import ServedModel
 from templates.chat_format import ChatFormat
-from templates.chat_output import ChatOutput
 from templates.reasoning import ReasoningRequest
 
 
 @dataclass(frozen=True)
-class PreparedRequest:
-    """A plan and the job that answers it on its model, with what shaping the answer needs."""
+class LocalPart:
+    """What a request answered on a local model has besides its job: the model, the prompts as
+    rendered and tokenized, the chat format whose parser reads the output, the tools a call may
+    name, and what the grammar left to check in the finished answer."""
 
-    plan: RequestPlan
-    served: ServedModel | None  # None: an upstream server answers (`app.pipeline.upstream.answer.UpstreamPrepared`)
-    job: GenerationJob
+    served: ServedModel
     prompts: list[Prompt]  # one per prompt of the job
     chat: ChatFormat | None = None  # chats: the format whose parser reads the output
     tool_names: frozenset[str] | None = None  # the tools a call may name (None: no call possible)
-    check: AnswerCheck | None = None  # what the grammar left to check in the finished answer
+    check: AnswerCheck | None = None
+
+
+@dataclass(frozen=True)
+class PreparedRequest:
+    """A plan and the job that answers it, with what shaping the answer needs. `local` is None
+    when an upstream server answers (`app.pipeline.upstream`): its job only counts the prompts
+    and choices, and its output comes already split."""
+
+    plan: RequestPlan
+    job: GenerationJob
+    local: LocalPart | None = None
+
+    @property
+    def served(self) -> ServedModel | None:
+        return self.local.served if self.local is not None else None
+
+    @property
+    def check(self) -> AnswerCheck | None:
+        return self.local.check if self.local is not None else None
 
     @property
     def chats(self) -> bool:
-        """Whether the output is a chat's, parsed into content, reasoning and tool calls."""
-        return self.chat is not None
+        """Whether the output is a chat's, read into content, reasoning and tool calls."""
+        return isinstance(self.plan.input, Conversation)
 
     @property
     def fragments(self) -> list[Fragments]:
-        return [prompt.fragments for prompt in self.prompts]
+        """Per prompt, what `raw_output.prompt_fragments` shows (nothing for an upstream's)."""
+        if self.local is None:
+            return [[] for _ in self.job.prompts]
+        return [prompt.fragments for prompt in self.local.prompts]
 
-    def output_parser(self) -> ChatOutput:
-        """A new parser of one choice's output into content, reasoning and tool calls (chats only)."""
-        assert self.chat is not None
-        return self.chat.output(self.prompts[0].text, self.tool_names)
+    def output_parser(self) -> OutputReader:
+        """A new reader of one choice's output into content, reasoning and tool calls (chats only)."""
+        local = self.local
+        if local is None:
+            return SplitOutput()
+        assert local.chat is not None
+        return ParsedOutput(local.chat.output(local.prompts[0].text, local.tool_names))
 
 
 def require_generative(served: ServedModel, why: str) -> None:
@@ -132,8 +157,8 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
         draft=draft_tokens(plan.draft, model),
         priority=plan.priority,
     )
-    return PreparedRequest(plan, served, job, prompts, chat, tool_names,
-                           constraint.check if constraint is not None else None)
+    return PreparedRequest(plan, job, LocalPart(served, prompts, chat, tool_names,
+                                                constraint.check if constraint is not None else None))
 
 
 async def count_chat_tokens(plan: RequestPlan, served: ServedModel, media: MediaPolicy = DEFAULT_MEDIA) -> int:

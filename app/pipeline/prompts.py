@@ -55,7 +55,7 @@ def check_token_ids(tokens: list[int] | tuple[int, ...], n_vocab: int, param: st
             raise BadRequest(f"token id {token} is outside the vocabulary (0..{n_vocab - 1})", param=param)
 
 
-def _renderer(chat: ChatFormat, reasoning: ReasoningRequest):  # noqa: ANN202
+def _renderer(chat: ChatFormat, reasoning: ReasoningRequest):
     def render(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> str:
         try:
             return chat.render(messages, reasoning, tools=tools)

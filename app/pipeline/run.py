@@ -53,6 +53,7 @@ from backends.jobs import (
     GenerationJob,
     JobFailed,
     JobHandle,
+    OutputPart,
     PromptLogprobs,
     TextDelta,
 )
@@ -89,10 +90,15 @@ class ChoiceResult:
     logprobs: list[Entry] = field(default_factory=list)  # only when the job computes them
     prompt_logprobs: list[Entry] | None = None  # echoed prompt positions
     finish_reason: str | None = None
+    split: list[OutputPart] | None = None  # output that came already split (an upstream's)
 
     @property
     def text(self) -> str:
         return "".join(self.parts)
+
+    def piece(self) -> Piece:
+        """The whole output as one piece, for the door's output reader."""
+        return Piece(self.text, parts=self.split)
 
 
 class Shaper(Protocol):
@@ -279,6 +285,8 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
                 result = results[event.choice]
                 if event.text:
                     result.parts.append(event.text)
+                if event.part is not None:
+                    result.split = [*(result.split or []), event.part]
                 if event.token >= 0:
                     result.tokens.append(event.token)
                     if event.logprob is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
-from backends.jobs import TextDelta, TokenLogprob
+from backends.jobs import OutputPart, TextDelta, TokenLogprob
 
 # One position: the token and its log-probability record; None where the token has none (the
 # first prompt token, when the prompt is echoed).
@@ -19,14 +19,18 @@ Entry = tuple[int, TokenLogprob | None]
 
 @dataclass
 class Piece:
-    """What one chunk carries for a choice: text, and the generated tokens behind it."""
+    """What one chunk carries for a choice: text, and the generated tokens behind it; or, for
+    output that came already split (an upstream's), its parts."""
 
     text: str = ""
     tokens: list[int] = field(default_factory=list)
     logprobs: list[Entry] = field(default_factory=list)  # when the job computes them
+    parts: list[OutputPart] | None = None
 
     @classmethod
     def of(cls, delta: TextDelta) -> Piece:
+        if delta.part is not None:
+            return cls(delta.text, parts=[delta.part])
         if delta.token < 0:  # held text released at the end
             return cls(delta.text)
         logprobs = [(delta.token, delta.logprob)] if delta.logprob is not None else []
@@ -34,6 +38,8 @@ class Piece:
 
     def extend(self, delta: TextDelta) -> None:
         self.text += delta.text
+        if delta.part is not None:
+            self.parts = [*(self.parts or []), delta.part]
         if delta.token >= 0:
             self.tokens.append(delta.token)
             if delta.logprob is not None:

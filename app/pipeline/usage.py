@@ -13,7 +13,7 @@ from backends.jobs import ChoiceFinished, JobHandle
 class RequestClock:
     """When the request arrived, produced its first token and finished (server side)."""
 
-    __slots__ = ("started", "first_token", "finished")
+    __slots__ = ("finished", "first_token", "started")
 
     def __init__(self) -> None:
         self.started = time.perf_counter()

@@ -43,12 +43,13 @@ from app.api.anthropic.responses import (
 )
 from app.api.common.violations import AnswerWatch
 from app.pipeline.errors import ApiError
+from app.pipeline.output import OutputReader
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.record import note_response_id
 from app.pipeline.run import ChoiceResult
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import RequestClock, UsageCounter
-from templates.chat_output import ChatOutput, OutputEvent
+from templates.chat_output import OutputEvent
 from templates.tool_calls.strict_json import arguments_object
 
 
@@ -154,7 +155,7 @@ class MessageShaper:
     clock: RequestClock
     model: str  # as the request named it
     id: str = field(default_factory=message_id)
-    output: ChatOutput = field(init=False)
+    output: OutputReader = field(init=False)
     writer: BlockWriter = field(default_factory=BlockWriter)
     watch: AnswerWatch = field(init=False)
 
@@ -190,7 +191,7 @@ class MessageShaper:
         return []  # the Messages API has no prompt log-probabilities
 
     def piece(self, choice: int, piece: Piece) -> list[StreamEvent]:
-        return self._write(self.output.feed(piece.text))
+        return self._write(self.output.feed(piece))
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[StreamEvent]:
         events = self._write(self.output.finish())
@@ -209,7 +210,7 @@ class MessageShaper:
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         [result] = results
-        self._write(self.output.feed(result.text) + self.output.finish())
+        self._write(self.output.feed(result.piece()) + self.output.finish())
         self.writer.finish()
         stop_reason, sequence = self._stop(result.finish_reason, counter)
         violations = self.watch.report(0, result.finish_reason or "stop", self.output.calls)

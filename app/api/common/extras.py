@@ -58,9 +58,9 @@ class ChoiceExtras:
     def of(cls, prepared: PreparedRequest, clock: RequestClock) -> ChoiceExtras:
         options, served, job = prepared.plan.output, prepared.served, prepared.job
         echoes = None
-        if options.echo is not None:
-            echoes = [echo_text(spec.tokens, prompt.text, options.echo, served.model)
-                      for spec, prompt in zip(job.prompts, prepared.prompts, strict=True)]
+        if options.echo is not None and prepared.local is not None:  # (echo is refused for an upstream)
+            echoes = [echo_text(spec.tokens, prompt.text, options.echo, prepared.local.served.model)
+                      for spec, prompt in zip(job.prompts, prepared.local.prompts, strict=True)]
         extras = cls(options, served, job, clock, prepared.fragments, echoes,
                      job.grammar.text if job.grammar is not None else None)
         if options.logprobs is not None and served is not None:  # an upstream's answer has no scores to shape

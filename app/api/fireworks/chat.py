@@ -30,12 +30,13 @@ from app.api.fireworks.responses import (
     ToolCallOut,
 )
 from app.pipeline.errors import ApiError, ErrorResponse
+from app.pipeline.output import OutputReader
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult, RequestContext, answer, new_id, now
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import RequestClock, UsageCounter
 from app.settings.api import ApiSettings
-from templates.chat_output import ChatOutput, OutputEvent
+from templates.chat_output import OutputEvent
 
 
 async def create_chat_completion(context: RequestContext, settings: ApiSettings, body: bytes) -> Response:
@@ -56,7 +57,7 @@ def _delta(event: OutputEvent) -> DeltaMessage:
     return DeltaMessage(tool_calls=[call])
 
 
-def _finish_reason(reason: str | None, output: ChatOutput) -> str | None:
+def _finish_reason(reason: str | None, output: OutputReader) -> str | None:
     return "tool_calls" if reason == "stop" and output.calls else reason
 
 
@@ -67,7 +68,7 @@ class ChatShaper:
     model: str  # as the request named it
     id: str = field(default_factory=lambda: new_id("chatcmpl"))
     created: int = field(default_factory=now)
-    outputs: dict[int, ChatOutput] = field(default_factory=dict)
+    outputs: dict[int, OutputReader] = field(default_factory=dict)
     extras: ChoiceExtras = field(init=False)
     watch: AnswerWatch = field(init=False)
 
@@ -95,7 +96,7 @@ class ChatShaper:
         logprobs = self.extras.prompt_logprobs(choice, entries)
         return [self._chunk([ChatStreamChoice(choice, DeltaMessage(content=self.extras.echo(choice)), None, logprobs)])]
 
-    def _output(self, choice: int) -> ChatOutput:
+    def _output(self, choice: int) -> OutputReader:
         output = self.outputs.get(choice)
         if output is None:
             output = self.outputs[choice] = self.prepared.output_parser()
@@ -106,7 +107,7 @@ class ChatShaper:
         return [self._chunk([ChatStreamChoice(choice, _delta(event), None, None)]) for event in events]
 
     def piece(self, choice: int, piece: Piece) -> list[ChatCompletionStreamResponse]:
-        chunks = self._deltas(choice, self._output(choice).feed(piece.text))
+        chunks = self._deltas(choice, self._output(choice).feed(piece))
         extras = self.extras
         if not extras.per_token or not piece.tokens:
             return chunks
@@ -140,9 +141,9 @@ class ChatShaper:
 
     # ---- a whole answer ----------------------------------------------------------------------
 
-    def _message(self, choice: int, text: str) -> tuple[AssistantMessage, ChatOutput]:
+    def _message(self, choice: int, result: ChoiceResult) -> tuple[AssistantMessage, OutputReader]:
         output = self.prepared.output_parser()
-        events = output.feed(text) + output.finish()
+        events = output.feed(result.piece()) + output.finish()
         self.watch.saw(choice, events)
         content = "".join(e.text for e in events if e.kind == "content")
         reasoning = "".join(e.text for e in events if e.kind == "reasoning")
@@ -156,7 +157,7 @@ class ChatShaper:
         extras = self.extras
         choices = []
         for i, result in enumerate(results):
-            message, output = self._message(i, result.text)
+            message, output = self._message(i, result)
             violations = self.watch.report(i, result.finish_reason or "stop", output.calls)
             if extras.options.echo is not None:
                 message.content = extras.echo(i) + (message.content or "")

@@ -28,11 +28,12 @@ from app.api.ollama.wire import (
 )
 from app.pipeline.answer_check import SchemaViolation
 from app.pipeline.errors import ApiError
+from app.pipeline.output import OutputReader
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import RequestClock, UsageCounter
-from templates.chat_output import ChatOutput, OutputEvent
+from templates.chat_output import OutputEvent
 from templates.tool_calls.strict_json import arguments_object
 
 
@@ -59,7 +60,7 @@ def _done_fields(reason: str, stats: OllamaTimings, violations: list[SchemaViola
     return {"done_reason": reason, **msgspec.structs.asdict(stats), "schema_violations": violations}
 
 
-def tool_calls(output: ChatOutput) -> list[OllamaToolCall]:
+def tool_calls(output: OutputReader) -> list[OllamaToolCall]:
     """The calls as Ollama's objects: a call cut short (`done_reason: "length"`) with the members of
     its arguments written whole so far (its text need not be a whole JSON object)."""
     return [OllamaToolCall(OllamaToolCallFunction(call.name, arguments_object(call.arguments), index=i),
@@ -75,7 +76,7 @@ class OllamaShaper:
     clock: RequestClock
     model: str  # as the request named it
     load_seconds: float
-    output: ChatOutput | None = None  # chats (and rendered generate prompts): content, reasoning, calls
+    output: OutputReader | None = None  # chats (and rendered generate prompts): content, reasoning, calls
     tokens: list[int] = field(default_factory=list)  # the generated tokens (generate's `context`)
     watch: AnswerWatch = field(init=False)
 
@@ -90,8 +91,11 @@ class OllamaShaper:
     def prompt_scored(self, choice: int, entries: list[Entry]) -> list[Any]:
         return []
 
-    def _events(self, text: str) -> list[OutputEvent]:
-        events = self.output.feed(text) if self.output is not None else [OutputEvent("content", text)] if text else []
+    def _events(self, piece: Piece) -> list[OutputEvent]:
+        if self.output is not None:
+            events = self.output.feed(piece)
+        else:
+            events = [OutputEvent("content", piece.text)] if piece.text else []
         self.watch.saw(0, events)
         return events
 
@@ -108,7 +112,7 @@ class OllamaShaper:
 
     def piece(self, choice: int, piece: Piece) -> list[Any]:
         self.tokens.extend(piece.tokens)
-        return [chunk for event in self._events(piece.text) if (chunk := self.chunk(event)) is not None]
+        return [chunk for event in self._events(piece) if (chunk := self.chunk(event)) is not None]
 
     def _rest(self) -> list[Any]:
         return [chunk for event in self._finish_events() if (chunk := self.chunk(event)) is not None]
@@ -119,9 +123,9 @@ class OllamaShaper:
     def failed(self, error: ApiError) -> OllamaErrorResponse:
         return OllamaErrorResponse(error.message)
 
-    def _split(self, text: str) -> tuple[str, str]:
+    def _split(self, result: ChoiceResult) -> tuple[str, str]:
         """A whole answer's content and reasoning."""
-        events = self._events(text) + self._finish_events()
+        events = self._events(result.piece()) + self._finish_events()
         return ("".join(e.text for e in events if e.kind == "content"),
                 "".join(e.text for e in events if e.kind == "reasoning"))
 
@@ -151,7 +155,7 @@ class ChatShaper(OllamaShaper):
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         result = results[0]
-        content, thinking = self._split(result.text)
+        content, thinking = self._split(result)
         calls = tool_calls(self.output) if self.output is not None else []
         body = OllamaChatResponse(self.model, created_at(), self._message(content, thinking, calls), True,
                                   **self._done(result.finish_reason or "stop", counter))
@@ -182,7 +186,7 @@ class GenerateShaper(OllamaShaper):
 
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> Response:
         result = results[0]
-        content, thinking = self._split(result.text)
+        content, thinking = self._split(result)
         body = OllamaGenerateResponse(self.model, created_at(), content, True, thinking=thinking or UNSET,
                                       context=self._context(result.tokens),
                                       **self._done(result.finish_reason or "stop", counter))

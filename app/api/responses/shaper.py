@@ -44,11 +44,12 @@ from app.api.responses.objects import (
     TextDoneEvent,
 )
 from app.pipeline.errors import ApiError
+from app.pipeline.output import OutputReader
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult
 from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import UsageCounter
-from templates.chat_output import ChatOutput, OutputEvent, new_call_id
+from templates.chat_output import OutputEvent, new_call_id
 
 
 def _brief(logprobs: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -213,7 +214,7 @@ class ResponsesShaper:
     prepared: PreparedRequest
     base: Response  # the request's settings echoed, status in_progress, no output
     builder: ItemBuilder
-    parser: ChatOutput | None = None
+    parser: OutputReader | None = None
     final: Response | None = None
     logprobs: LogprobShaper | None = None
     watch: AnswerWatch = field(init=False)
@@ -225,7 +226,8 @@ class ResponsesShaper:
             self.logprobs = LogprobShaper(token_texts(self.prepared.served.model), legacy=False,
                                           top=options.top_logprobs, special_text=job.special_text)
 
-    def _feed(self, text: str, entries: list[Entry]) -> list[StreamEvent]:
+    def _feed(self, piece: Piece) -> list[StreamEvent]:
+        entries = piece.logprobs
         if self.logprobs is not None and entries:
             shaped = self.logprobs.shape(0, entries)
             assert isinstance(shaped, NewLogProbs)
@@ -233,13 +235,13 @@ class ResponsesShaper:
                 {"token": c.token, "bytes": c.bytes, "logprob": c.logprob,
                  "top_logprobs": [{"token": t.token, "bytes": t.bytes, "logprob": t.logprob} for t in c.top_logprobs]}
                 for c in shaped.content]
-        return self._items(self._output().feed(text))
+        return self._items(self._output().feed(piece))
 
     def _items(self, events: list[OutputEvent]) -> list[StreamEvent]:
         self.watch.saw(0, events)
         return self.builder.feed(events)
 
-    def _output(self) -> ChatOutput:
+    def _output(self) -> OutputReader:
         if self.parser is None:
             self.parser = self.prepared.output_parser()
         return self.parser
@@ -274,7 +276,7 @@ class ResponsesShaper:
         return []  # no prompt log-probabilities here
 
     def piece(self, choice: int, piece: Piece) -> list[StreamEvent]:
-        return self._feed(piece.text, piece.logprobs)
+        return self._feed(piece)
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[StreamEvent]:
         out = self._items(self._output().finish())
@@ -296,10 +298,10 @@ class ResponsesShaper:
     def whole(self, results: list[ChoiceResult], counter: UsageCounter) -> HttpResponse:
         result = results[0]
         if self.logprobs is None:
-            self._feed(result.text, [])
+            self._feed(result.piece())
         else:  # token by token, as a stream goes, so that each token's log-probability finds its item
             for text, entries in _token_pieces(result.text, result.logprobs, self.logprobs):
-                self._feed(text, entries)
+                self._feed(Piece(text, logprobs=entries))
         self._items(self._output().finish())
         self.builder.close("incomplete" if result.finish_reason == "length" else "completed")
         return HttpResponse(self._finish(result.finish_reason or "stop", counter))

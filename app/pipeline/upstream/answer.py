@@ -8,30 +8,29 @@ local job's. So each front door's shaper writes the answer, buffering and the re
 as for a local model, and a client that leaves cancels the handle, which drops the upstream
 connection (the upstream stops generating).
 
-Chat output arrives split into content, reasoning and tool calls; `app.pipeline.upstream.output` carries
-that split through the text stream to the shapers.
+Chat output arrives split into content, reasoning and tool calls; each delta becomes a `TextDelta`
+carrying its `OutputPart`, which the shapers read as they read a local parser's events
+(`app.pipeline.output.SplitOutput`): no chat format parses it again.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from app.pipeline.errors import ApiError
-from app.pipeline.plan import Conversation, Prompts, RequestPlan
+from app.pipeline.plan import Prompts, RequestPlan
 from app.pipeline.prepare import PreparedRequest
-from app.pipeline.prompts import Prompt
 from app.pipeline.record import note_caller, note_error, note_upstream
 from app.pipeline.upstream.body import upstream_request
-from app.pipeline.upstream.output import UpstreamOutput, call_record, reasoning_record
 from backends.jobs import (
     ChoiceFinished,
     Event,
     GenerationJob,
     JobFailed,
     JobHandle,
+    OutputPart,
     PromptSpec,
     SamplingParams,
     TextDelta,
@@ -53,27 +52,15 @@ class UpstreamError(ApiError):
                                           "server_error" if failure.status >= 500 else "invalid_request_error")
 
 
-@dataclass(frozen=True)
-class UpstreamPrepared(PreparedRequest):
-    """A plan prepared for an upstream: no local model, prompt or tokens (`served` is None); chat
-    output comes already split (`UpstreamOutput`)."""
-
-    @property
-    def chats(self) -> bool:
-        return isinstance(self.plan.input, Conversation)
-
-    def output_parser(self) -> UpstreamOutput:  # type: ignore[override]
-        return UpstreamOutput()
-
-
-def prepared_for(plan: RequestPlan) -> UpstreamPrepared:
+def prepared_for(plan: RequestPlan) -> PreparedRequest:
+    """The plan with no local part: its job counts the prompts and choices the handle reports."""
     count = len(plan.input.prompts) if isinstance(plan.input, Prompts) else 1
     job = GenerationJob(prompts=tuple(PromptSpec((), 0) for _ in range(count)), n=plan.n, sampling=SamplingParams(),
                         stream=plan.stream is not None)
-    return UpstreamPrepared(plan, None, job, [Prompt([], "", []) for _ in range(count)])  # type: ignore[arg-type]
+    return PreparedRequest(plan, job)
 
 
-async def start_upstream(plan: RequestPlan, spec: ModelSpec) -> tuple[UpstreamPrepared, UpstreamHandle]:
+async def start_upstream(plan: RequestPlan, spec: ModelSpec) -> tuple[PreparedRequest, UpstreamHandle]:
     """The plan sent to the upstream `spec` runs on: what the shapers need, and the handle its
     answer arrives on. 400 for what cannot be forwarded; the upstream's error answer (or its
     absence) raises `UpstreamError` here, before anything of our answer is sent."""
@@ -139,11 +126,11 @@ class UpstreamHandle(JobHandle):
             index = choice.get("index", 0)
             if not isinstance(index, int) or not 0 <= index < self.job.choice_count:
                 continue
-            text = _choice_text(choice)
-            if text:
+            deltas = _choice_deltas(index, choice)
+            if deltas:
                 self._first.setdefault(index, time.perf_counter())
                 self.generated[index] += 1  # chunks, about tokens: what an abandoned answer cost
-                events.append(TextDelta(index, text, -1))
+                events.extend(deltas)
             reason = choice.get("finish_reason")
             if reason is not None:
                 stop = choice.get("stop_reason")
@@ -183,22 +170,26 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and value >= 0 else 0
 
 
-def _choice_text(choice: dict[str, Any]) -> str:
-    """A chunk's choice as text for the shapers: a completion's text, or a chat delta's
-    reasoning, content and tool-call fragments (the latter two as `app.pipeline.upstream.output` records)."""
+def _choice_deltas(index: int, choice: dict[str, Any]) -> list[TextDelta]:
+    """A chunk's choice as events: a completion's text as it is, a chat delta's reasoning,
+    content and tool-call fragments each as its `OutputPart`."""
     if "delta" not in choice:
         text = choice.get("text")
-        return text if isinstance(text, str) else ""
+        return [TextDelta(index, text, -1)] if isinstance(text, str) and text else []
     delta = choice.get("delta") or {}
-    reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-    content = delta.get("content") or ""
-    parts = [reasoning_record(reasoning) if isinstance(reasoning, str) else "",
-             content if isinstance(content, str) else ""]
+    deltas = []
+    for kind, text in (("reasoning", delta.get("reasoning_content") or delta.get("reasoning")),
+                       ("content", delta.get("content"))):
+        if isinstance(text, str) and text:
+            deltas.append(TextDelta(index, text, -1, part=OutputPart(kind, text)))
     for position, call in enumerate(delta.get("tool_calls") or []):
         if not isinstance(call, dict):
             continue
         function = call.get("function") or {}
         arguments = function.get("arguments") or ""
-        parts.append(call_record(call.get("index", position), arguments if isinstance(arguments, str) else "",
-                                 function.get("name"), call.get("id")))
-    return "".join(parts)
+        arguments = arguments if isinstance(arguments, str) else ""
+        name, call_id = function.get("name"), call.get("id")
+        deltas.append(TextDelta(index, arguments, -1, part=OutputPart(
+            "call", arguments, call.get("index", position), name if isinstance(name, str) else None,
+            call_id if isinstance(call_id, str) else None)))
+    return deltas
