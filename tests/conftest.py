@@ -162,7 +162,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
 # order, so the long ones start early and the workers finish together. Files not named here run
 # after them, in the usual order.
 LONGEST_FIRST = (
-    "test_tools_e2e", "test_schemathesis", "test_reliability", "test_schema_real_world", "test_kv_pool",
+    "test_tools_e2e", "test_schemathesis", "test_hostile_front_doors", "test_reliability", "test_schema_real_world",
+    "test_kv_pool",
     "test_structured_output", "test_auto_draft", "test_warm_start", "test_gemma3", "test_model_file_faults",
     "test_model_registry", "test_rerank_e2e", "test_rpc", "test_security_checks", "test_shutdown",
     "test_structured_strictness", "test_vision_e2e", "test_speculation", "test_reasoning_e2e", "test_anthropic_e2e",

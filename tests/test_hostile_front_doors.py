@@ -45,11 +45,17 @@ def _tgi(body: dict) -> str:
 
 
 LONG = 5000  # " word" tokens: past the default server's pool (4 x 1024) and its embedding context (2048)
-BUSY = 1000  # a prompt that takes a while to prefill, within one slot
+BUSY = 900  # a prompt that takes a while to prefill, within one slot (1,024 tokens)
+
 
 
 def _words(count: int) -> str:
     return "word " * count
+
+
+# Two inputs that do not fit one embedding batch (2,048 tokens): the second batch is what a client
+# that leaves during the first must not wait for.
+TWO_BATCHES = [_words(1030)] * 2
 
 
 @dataclass(frozen=True)
@@ -70,9 +76,9 @@ DOORS = [
     Door("/v1/completions", _spec_or_openai,
          lambda model, text, tokens: {"model": model, "prompt": text, "max_tokens": tokens, "ignore_eos": True}, 422),
     Door("/v1/embeddings", _spec_or_openai, lambda model, text, _: {"model": model, "input": text}, 422,
-         busy_body=lambda model: {"model": model, "input": [_words(BUSY)] * 64}),
+         busy_body=lambda model: {"model": model, "input": TWO_BATCHES}),
     Door("/v1/rerank", _spec_or_openai, lambda model, text, _: {"model": model, "query": "word?", "documents": [text]},
-         422, busy_body=lambda model: {"model": model, "query": "word?", "documents": [_words(BUSY)] * 8}),
+         422, busy_body=lambda model: {"model": model, "query": "word?", "documents": [_words(BUSY)] * 4}),
     Door("/v1/messages", _anthropic,
          lambda model, text, tokens: {"model": model, "max_tokens": tokens,
                                       "messages": [{"role": "user", "content": text}]}, 400),
@@ -84,14 +90,14 @@ DOORS = [
     Door("/api/generate", _ollama, lambda model, text, tokens: {"model": model, "prompt": text, "stream": False,
                                                                 "options": {"num_predict": tokens}}, 400),
     Door("/api/embed", _ollama, lambda model, text, _: {"model": model, "input": text, "truncate": False}, 400,
-         busy_body=lambda model: {"model": model, "input": [_words(BUSY)] * 64}),
+         busy_body=lambda model: {"model": model, "input": TWO_BATCHES, "truncate": False}),
     Door("/generate", _tgi, lambda model, text, tokens: {"model": model, "inputs": text,
                                                          "parameters": {"max_new_tokens": tokens}}, 422),
 ]
 IDS = [door.path for door in DOORS]
 
 DEEP = b'{"a": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
-MALFORMED = {
+HOSTILE = {
     "truncated JSON": b'{"model": "x", "messages": [',
     "deep nesting": DEEP,
     "invalid UTF-8": b'{"model": "\xff\xfe"}',
@@ -105,10 +111,10 @@ def _post(server: RunningServer, path: str, **kwargs: Any) -> httpx.Response:
     return httpx.post(f"{server.base_url}{path}", timeout=60, **kwargs)
 
 
-@pytest.mark.parametrize("kind", list(MALFORMED))
+@pytest.mark.parametrize("kind", list(HOSTILE))
 @pytest.mark.parametrize("door", DOORS, ids=IDS)
 def test_a_malformed_body_gets_a_4xx_in_the_apis_shape(server, door, kind):
-    response = _post(server, door.path, content=MALFORMED[kind], headers={"content-type": "application/json"})
+    response = _post(server, door.path, content=HOSTILE[kind], headers={"content-type": "application/json"})
     assert 400 <= response.status_code < 500, (kind, response.status_code, response.text[:300])
     assert door.message(response.json()), response.text[:300]
 

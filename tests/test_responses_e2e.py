@@ -282,6 +282,14 @@ def test_what_cannot_be_honoured_is_a_400_naming_it(server, fields, param, words
     assert error["type"] == "invalid_request_error" and error["param"] == param and words in error["message"]
 
 
+def test_the_sdk_reads_a_schema_error_as_openai_sends_it(server, openai_client) -> None:
+    """A wrong type through the SDK: a 400 BadRequestError whose body is OpenAI's error, naming the parameter."""
+    with pytest.raises(openai.BadRequestError) as caught:
+        openai_client.responses.create(model=server.model, input="Hi", extra_body={"temperature": "hot"})
+    assert caught.value.body["param"] == "temperature" and caught.value.body["code"] == "invalid_type"
+    assert caught.value.body["type"] == "invalid_request_error"
+
+
 def test_unknown_ids_models_and_bad_bodies(server, openai_client) -> None:
     with pytest.raises(openai.NotFoundError) as caught:
         openai_client.responses.create(model=server.model, input="Hi", previous_response_id="resp_unknown")
