@@ -45,7 +45,7 @@ def _tgi(body: dict) -> str:
 
 
 LONG = 5000  # " word" tokens: past the default server's pool (4 x 1024) and its embedding context (2048)
-BUSY = 900  # a prompt that takes a while to prefill, within one slot (1,024 tokens)
+BUSY = 120  # a prompt whose prefill takes a moment: the engine works on it when the client leaves
 
 
 
@@ -53,9 +53,9 @@ def _words(count: int) -> str:
     return "word " * count
 
 
-# Two inputs that do not fit one embedding batch (2,048 tokens): the second batch is what a client
-# that leaves during the first must not wait for.
-TWO_BATCHES = [_words(1030)] * 2
+# Two inputs that do not fit one embedding batch (2,048 tokens): a short first batch, and a long
+# second one that a client leaving during the first must not wait for.
+TWO_BATCHES = [_words(300), _words(1900)]
 
 
 @dataclass(frozen=True)
