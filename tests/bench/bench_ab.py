@@ -9,7 +9,9 @@ repetition by repetition, each going first every other turn (the machine's drift
 both alike): (b) one whole-answer request and one SSE stream, (c) aggregate tokens/s at 1, 4 and
 8 concurrent streams. The report
 gives each figure for both and the ratio this tree / baseline; a ratio near 1.00 is within noise
-(repeat runs on these shared machines differ by a few per cent).
+(repeat runs on these shared machines differ by a few per cent, and an A/A run of one install
+against itself has shown single figures 5-10 % apart). For a tighter figure, take more turns of
+fewer measures: `--only one,c8 --reps 15`.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import contextlib
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +47,17 @@ def serve(name: str, binary: Path, args: argparse.Namespace) -> Server:
     return Server(name, command, port)
 
 
+MEASURES: dict[str, Callable[[Server, int], float]] = {
+    "(b) one request": one_request,
+    "(b) SSE stream": lambda server, tokens: single_stream(server, tokens)[1],
+    "(c) 1 streams": lambda server, tokens: aggregate(server, 1, tokens),
+    "(c) 4 streams": lambda server, tokens: aggregate(server, 4, tokens),
+    "(c) 8 streams": lambda server, tokens: aggregate(server, 8, tokens),
+}
+SHORT_NAMES = {"one": "(b) one request", "sse": "(b) SSE stream", "c1": "(c) 1 streams", "c4": "(c) 4 streams",
+               "c8": "(c) 8 streams"}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="the other install's `fireside` command")
@@ -51,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ctx-size", type=int, default=1024)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--only", default=",".join(SHORT_NAMES),
+                        help="the measures to take, comma-separated: " + ", ".join(SHORT_NAMES) + " (more turns of fewer "
+                             "measures in the same time)")
     args = parser.parse_args(argv)
+    wanted = [SHORT_NAMES[name.strip()] for name in args.only.split(",") if name.strip()]
     os.environ.setdefault("NO_PROXY", "127.0.0.1,localhost")
     samples: dict[str, dict[str, list[float]]] = {"this": {}, "baseline": {}}
     with contextlib.ExitStack() as stack:
@@ -62,12 +80,8 @@ def main(argv: list[str] | None = None) -> int:
         for rep in range(args.reps):
             order = list(servers.items())
             for side, server in order if rep % 2 == 0 else order[::-1]:  # neither always goes first
-                measures = {"(b) one request": one_request(server, args.tokens),
-                            "(b) SSE stream": single_stream(server, args.tokens)[1]}
-                for n in (1, 4, 8):
-                    measures[f"(c) {n} streams"] = aggregate(server, n, args.tokens)
-                for name, value in measures.items():
-                    samples[side].setdefault(name, []).append(value)
+                for name in wanted:
+                    samples[side].setdefault(name, []).append(MEASURES[name](server, args.tokens))
     print(f"{args.threads} threads, {args.tokens} tokens per stream, medians of {args.reps} turns (tokens/s)")
     print("\n| measure | this tree | baseline | ratio |")
     print("| --- | --- | --- | --- |")
