@@ -286,7 +286,9 @@ async def collect(handle: JobHandle, receive: Receive, clock: RequestClock) -> t
                 if event.text:
                     result.parts.append(event.text)
                 if event.part is not None:
-                    result.split = [*(result.split or []), event.part]
+                    if result.split is None:
+                        result.split = []
+                    result.split.append(event.part)
                 if event.token >= 0:
                     result.tokens.append(event.token)
                     if event.logprob is not None:

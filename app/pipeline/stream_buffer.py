@@ -39,7 +39,9 @@ class Piece:
     def extend(self, delta: TextDelta) -> None:
         self.text += delta.text
         if delta.part is not None:
-            self.parts = [*(self.parts or []), delta.part]
+            if self.parts is None:
+                self.parts = []
+            self.parts.append(delta.part)
         if delta.token >= 0:
             self.tokens.append(delta.token)
             if delta.logprob is not None:

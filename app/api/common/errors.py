@@ -103,9 +103,9 @@ def error_handlers(shape: ErrorShape) -> dict[Any, Any]:
 
 
 def openai_error(status: int, message: str, error: ApiError | None) -> ErrorResponse:
-    """OpenAI's `{"error": {"message", "type", "param", "code"}}`."""
+    """OpenAI's `{"error": {"message", "type", "param", "code"}}` (a typed error's own `body`)."""
     if error is not None:
-        return ErrorResponse(ErrorBody(message, error.error_type, error.param, error.code))
+        return error.body()
     return ErrorResponse(ErrorBody(message, "invalid_request_error" if status < 500 else "server_error", None, None))
 
 
