@@ -41,6 +41,7 @@ fails too.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 import operator
 from collections.abc import Callable, Iterator
@@ -228,6 +229,7 @@ def _environment() -> _ChatSandbox:
 _ENV = _environment()  # one environment; templates compiled from it render concurrently
 
 
+@functools.lru_cache(maxsize=64)
 def template_variables(source: str) -> frozenset[str]:
     """The names a template reads from its context (none for a template that does not compile)."""
     try:
@@ -274,6 +276,17 @@ def _with_argument_objects(messages: list[dict[str, Any]]) -> bool:
     return changed
 
 
+@functools.lru_cache(maxsize=64)
+def _compiled(source: str) -> tuple[jinja2.Template | None, str | None]:
+    """A template's compiled form, or why it does not compile. Compiling takes milliseconds to tens
+    of them; a model loaded again, or one template served under several names, reuses it (a compiled
+    template renders from many threads at once)."""
+    try:
+        return _ENV.from_string(source), None
+    except jinja2.TemplateError as error:
+        return None, f"the model's chat template does not compile: {error}"
+
+
 class ChatTemplate:
     """A chat template compiled once; `render` may be called from many threads."""
 
@@ -281,12 +294,7 @@ class ChatTemplate:
         self.source = source
         self.bos_token = bos_token
         self.eos_token = eos_token
-        try:
-            self._template: jinja2.Template | None = _ENV.from_string(source)
-            self.compile_error: str | None = None
-        except jinja2.TemplateError as error:
-            self._template = None
-            self.compile_error = f"the model's chat template does not compile: {error}"
+        self._template, self.compile_error = _compiled(source)
 
     def render(self, messages: list[dict[str, Any]], *, add_generation_prompt: bool = True,
                tools: list[dict[str, Any]] | None = None, documents: list[dict[str, Any]] | None = None,

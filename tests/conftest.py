@@ -10,6 +10,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -42,6 +43,30 @@ from tests.servers import (  # noqa: F401  (the server helpers, imported by the 
 # workers start after this file is read, so they inherit the cleared setting and keep their cache.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+
+def _one_default_ssl_context() -> None:
+    """Each `httpx.get`/`post`/`stream` call and each SDK client builds a transport, and with it an
+    SSL context that loads certifi's CA bundle: 20-40 ms of CPU, though every request of the tests
+    goes to loopback over plain HTTP. Profiled over a whole run that was a quarter of the test
+    processes' CPU (the server-start poll alone makes about ten a start). The tests share one default
+    context instead; any other `verify` or `cert` still gets its own, as httpx builds it."""
+    import functools
+
+    import httpx._transports.default as transports
+
+    build = transports.create_ssl_context
+    shared = functools.cache(lambda trust_env: build(verify=True, cert=None, trust_env=trust_env))
+
+    def create_ssl_context(verify: Any = True, cert: Any = None, trust_env: bool = True) -> Any:
+        if verify is True and cert is None:
+            return shared(trust_env)
+        return build(verify=verify, cert=cert, trust_env=trust_env)
+
+    transports.create_ssl_context = create_ssl_context
+
+
+_one_default_ssl_context()
 
 # Servers the tests start never read the user's own config or models: an empty config folder and
 # models folder for the session (tests that need a config write their own and pass its path).
