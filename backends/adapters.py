@@ -10,9 +10,12 @@ in a tensor, the tensor.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import llama_cpp
 
@@ -22,23 +25,6 @@ from backends.llama_model import LlamaModel, init_backend
 class AdapterError(Exception):
     """An adapter file that cannot be used with its base model; the message names the file."""
 
-
-@dataclass(frozen=True)
-class AdapterSet:
-    """The adapters (with their scales) one decode step applies; empty: the bare base. Requests
-    batch together only when their sets are equal, and the prefix cache keys KV by the set."""
-
-    adapters: tuple[tuple[LoraAdapter, float], ...] = ()
-
-    def __bool__(self) -> bool:
-        return bool(self.adapters)
-
-    @property
-    def key(self) -> tuple[tuple[str, float], ...]:
-        return tuple((str(adapter.path), scale) for adapter, scale in self.adapters)
-
-
-BARE = AdapterSet()
 
 # llama.cpp's messages for a refused adapter, read into what the user should do about them
 _HINT = re.compile(r"\s*\(hint: [^)]*\)\s*$")
@@ -78,6 +64,9 @@ class LoraAdapter:
         self.model = model
         self._handle: llama_cpp.llama_adapter_lora_p | None = handle
         self.alpha = _float_metadata(handle, "adapter.lora.alpha")
+        stat = path.stat()
+        # what KV computed under it is keyed by: a file rewritten in place is another adapter
+        self.identity = f"{path}:{stat.st_size}:{stat.st_mtime_ns}"
 
     @property
     def handle(self) -> llama_cpp.llama_adapter_lora_p:
@@ -92,6 +81,25 @@ class LoraAdapter:
 
     def __repr__(self) -> str:
         return f"LoraAdapter({self.path.name})"
+
+
+@dataclass(frozen=True)
+class AdapterSet:
+    """The adapters (with their scales) one decode step applies; empty: the bare base. Requests
+    batch together only when their sets are equal, and the prefix cache keys KV by the set."""
+
+    adapters: tuple[tuple[LoraAdapter, float], ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.adapters)
+
+    @functools.cached_property
+    def key(self) -> str:
+        """Equal for equal sets: the adapters' files (as loaded) and their scales."""
+        return ";".join(f"{adapter.identity}@{scale!r}" for adapter, scale in self.adapters)
+
+
+BARE = AdapterSet()
 
 
 def _float_metadata(handle: llama_cpp.llama_adapter_lora_p, key: str) -> float | None:
@@ -113,3 +121,36 @@ def apply(ctx: llama_cpp.llama_context_p, adapters: AdapterSet) -> None:
     if status != 0:
         raise AdapterError(f"llama.cpp refused the adapters {[a.path.name for a, _ in adapters.adapters]} "
                            f"(status {status})")
+
+
+class AdapterTurns:
+    """Which adapter set the next decode step serves. llama.cpp applies adapters to a whole context,
+    so one step decodes the sequences of one set (the bare base being one). When several sets have
+    running sequences they take turns step by step, in the order they first appear among the
+    running sequences: with k sets each gets every k-th step, and none waits more than k - 1 steps.
+    While only the bare base runs and nothing is applied, a step costs one scan of the sequences."""
+
+    def __init__(self) -> None:
+        self._served = ""  # the key of the set the last step served
+        self._ctx: Any = None  # the context adapters were last applied to, and their key
+        self._applied = ""
+
+    def turn(self, running: Sequence[Any], ctx: Any) -> list[Any]:
+        """The sequences this step decodes (of `running`, whose `.handle.job.adapters` say their
+        set), with their set applied to `ctx`."""
+        if not self._applied and not any(seq.handle.job.adapters for seq in running):
+            self._served = ""
+            return list(running)
+        groups: dict[str, list[Any]] = {}
+        sets: dict[str, AdapterSet] = {}
+        for seq in running:
+            adapters = seq.handle.job.adapters or BARE
+            groups.setdefault(adapters.key, []).append(seq)
+            sets.setdefault(adapters.key, adapters)
+        keys = list(groups)
+        chosen = keys[(keys.index(self._served) + 1) % len(keys)] if self._served in groups else keys[0]
+        if ctx is not self._ctx or chosen != self._applied:
+            apply(ctx, sets[chosen])
+            self._ctx, self._applied = ctx, chosen
+        self._served = chosen
+        return groups[chosen]

@@ -22,10 +22,11 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llama_cpp
 
+from backends.adapters import AdapterTurns
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
@@ -127,6 +128,7 @@ class Engine:
         self._n_swa = llama_cpp.llama_model_n_swa(model.handle)
         self._batch = llama_cpp.llama_batch_init(options.batch_size, 0, 1)
         self._images: ImagePrefill | None = None  # made for the first prompt with an image
+        self._adapters = AdapterTurns()
         self.threads = ThreadPolicy(
             options.threads, adaptive=options.adaptive_threads,
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
@@ -361,6 +363,8 @@ class Engine:
     def _start(self, waiting: Waiting, free: list[Slot]) -> None:
         job = waiting.handle.job
         keys = job.cache
+        if job.adapters:  # KV computed under adapters is reused only under the same ones
+            keys = replace(keys, isolation=f"{keys.isolation or ''}\0lora:{job.adapters.key}")
         prompt = waiting.prompt.tokens
 
         busy = {s.id for s in self._slots if s.sequence is not None}
@@ -479,14 +483,14 @@ class Engine:
 
     def _step(self) -> None:
         self._steps += 1
-        sequences = list(self._active)
+        sequences = self._adapters.turn(self._active, self._ctx)  # one adapter set a step
         if any(seq.images for seq in sequences):  # at most one image a step, before the tokens
             self._images = self._images or ImagePrefill(self._ctx, self.model.handle, self.options.batch_size)
             failed = self._images.feed(sorted(sequences, key=lambda seq: seq.slot.id))
             if failed is not None:
                 self._clear(failed.slot)
                 self._fail(failed.handle, ImageDecodeError(self.options.batch_size))
-                sequences = list(self._active)
+                sequences = [seq for seq in sequences if seq in self._active]
         rows, prefill = self._fill_batch(sequences)
         self.threads.before_step(prefill=prefill)
         # Handing the last step's events over right before decoding: the notifier thread and

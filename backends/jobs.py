@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 if TYPE_CHECKING:
+    from backends.adapters import AdapterSet
     from backends.grammar import CompiledGrammar
     from backends.reasoning_budget import ReasoningBudget
     from grammars.unique_items import UniqueItemsGuard
@@ -149,6 +150,7 @@ class GenerationJob:
     # several at a time, keeping what the model would have chosen anyway.
     draft: tuple[int, ...] = ()
     priority: bool = False  # `service_tier: priority`: waits for a slot ahead of the others
+    adapters: AdapterSet | None = None  # LoRA adapters decoding applies (None: the bare base model)
 
     @property
     def choice_count(self) -> int:

@@ -5,6 +5,7 @@ equal its tokens; scale 0 equals the base."""
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 from pathlib import Path
 
@@ -117,3 +118,54 @@ def test_a_bad_adapter_is_refused_naming_the_file_and_the_tensor(base: LlamaMode
 def test_a_missing_adapter_file_is_named(base: LlamaModel, tmp_path: Path) -> None:
     with pytest.raises(AdapterError, match=f"LoRA adapter {tmp_path / 'nope.gguf'}: file not found"):
         LoraAdapter(base, tmp_path / "nope.gguf")
+
+
+def test_the_engine_batches_by_adapter_set_and_never_mixes_them(base: LlamaModel, adapters: dict[str, Path]) -> None:
+    """Real engine, no HTTP: the base and two adapters, six streams at once on four slots, each
+    equal to its answer alone and to llama-cpp-python's (so no step decoded one set's rows under
+    another's); the same prompt under another adapter or scale reuses no KV."""
+    from backends.engine import Engine, EngineOptions
+    from backends.jobs import (
+        ChoiceFinished,
+        GenerationJob,
+        PromptSpec,
+        SamplingParams,
+        TextDelta,
+    )
+
+    one, two = LoraAdapter(base, adapters["one"]), LoraAdapter(base, adapters["two"])
+    sets = {"base": None, "one": AdapterSet(((one, 1.0),)), "two": AdapterSet(((two, 1.0),))}
+    engine = Engine(base, EngineOptions(ctx_size=1024, parallel=4, threads=2))
+    prompt = tuple(base.tokenize(PROMPT, add_special=True, parse_special=True))
+    greedy_params = SamplingParams(temperature=0, ignore_eos=True)
+
+    async def run(name: str, adapter_set: AdapterSet | None = None) -> tuple[list[int], int]:
+        job = GenerationJob((PromptSpec(prompt, TOKENS),), 1, greedy_params,
+                            adapters=sets[name] if adapter_set is None else adapter_set)
+        tokens, cached = [], -1
+        async for event in engine.submit(job).events():
+            if isinstance(event, TextDelta):
+                tokens.append(event.token)
+            elif isinstance(event, ChoiceFinished):
+                cached = event.cached_tokens
+        return tokens, cached
+
+    async def scenario() -> tuple[dict, list, list]:
+        solo = {name: (await run(name))[0] for name in sets}
+        mixed = await asyncio.gather(*(run(name) for name in ["one", "base", "two", "one", "base", "two"]))
+        # once one's prompt is cached, it is reused under one; under another scale it is another
+        # adapter set, and nothing is reused
+        again = [await run("one"), await run("one"), await run("one", AdapterSet(((one, 0.5),)))]
+        return solo, list(mixed), again
+
+    try:
+        solo, mixed, again = asyncio.run(scenario())
+    finally:
+        engine.close()
+        one.close()
+        two.close()
+    assert solo["one"] == oracle(adapters["one"]) and solo["two"] == oracle(adapters["two"])
+    assert solo["base"] == oracle(None)
+    assert len({tuple(tokens) for tokens in solo.values()}) == 3
+    assert [tokens for tokens, _ in mixed] == [solo[name] for name in ["one", "base", "two", "one", "base", "two"]]
+    assert again[1][1] > 0 and again[2][1] == 0
