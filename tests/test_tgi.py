@@ -156,6 +156,9 @@ def test_schema_errors_and_unknown_models_in_tgis_shape(http):
     assert http.post("/generate", content=b"{not json").status_code == 422
     ranged = http.post("/generate", json={"inputs": PROMPT, "parameters": {"temperature": 0}})
     assert ranged.status_code == 422 and "temperature" in ranged.json()["error"]
+    # found by schemathesis: 82 million choices held the server until it stopped answering
+    many = http.post("/generate", json={"inputs": PROMPT, "parameters": {"best_of": 82438161, "do_sample": True}})
+    assert many.status_code == 422 and "best_of" in many.json()["error"] and "<= 128" in many.json()["error"]
     missing = http.post("/generate", json={"inputs": PROMPT, "model": "no-such-model"})
     assert missing.status_code == 404 and missing.json()["error_type"] == "not_found"
     empty = http.post("/generate", json={"inputs": ""})

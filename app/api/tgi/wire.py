@@ -15,7 +15,7 @@ import msgspec
 from msgspec import UNSET, Meta, UnsetType
 
 from app.api.common.outputs import RawOutput
-from app.api.common.wire import WireStruct
+from app.api.common.wire import ChoiceCount, WireStruct
 from app.pipeline.answer_check import SchemaViolation
 
 Positive = Annotated[float, Meta(gt=0)]
@@ -43,7 +43,7 @@ class TgiGenerateParameters(WireStruct, kw_only=True):
     truncate: PositiveInt | None = None
     typical_p: OpenProbability | None = None
     # TGI's own, beyond the seed's list
-    best_of: PositiveInt | None = None
+    best_of: ChoiceCount | None = None  # as many as `n` allows elsewhere (TGI's own default cap is 2)
     decoder_input_details: bool = False
     do_sample: bool = False
     frequency_penalty: Annotated[float, Meta(gt=-2, le=2)] | None = None
