@@ -10,6 +10,7 @@ in a tensor, the tensor.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import re
 from collections.abc import Sequence
@@ -61,7 +62,6 @@ class LoraAdapter:
         if not handle:
             raise AdapterError(f"LoRA adapter {path}: {_reason(lines)}")
         self.path = path
-        self.model = model
         self._handle: llama_cpp.llama_adapter_lora_p | None = handle
         self.alpha = _float_metadata(handle, "adapter.lora.alpha")
         stat = path.stat()
@@ -103,7 +103,7 @@ BARE = AdapterSet()
 
 
 def _float_metadata(handle: llama_cpp.llama_adapter_lora_p, key: str) -> float | None:
-    buffer = llama_cpp.ctypes.create_string_buffer(64)
+    buffer = ctypes.create_string_buffer(64)
     if llama_cpp.llama_adapter_meta_val_str(handle, key.encode(), buffer, len(buffer)) < 0:
         return None
     try:
@@ -116,7 +116,7 @@ def apply(ctx: llama_cpp.llama_context_p, adapters: AdapterSet) -> None:
     """Make `adapters` (maybe none) the ones `ctx` applies from its next decode on."""
     count = len(adapters.adapters)
     handles = (llama_cpp.llama_adapter_lora_p_ctypes * max(count, 1))(*(a.handle for a, _ in adapters.adapters))
-    scales = (llama_cpp.ctypes.c_float * max(count, 1))(*(scale for _, scale in adapters.adapters))
+    scales = (ctypes.c_float * max(count, 1))(*(scale for _, scale in adapters.adapters))
     status = llama_cpp.llama_set_adapters_lora(ctx, handles, count, scales)
     if status != 0:
         raise AdapterError(f"llama.cpp refused the adapters {[a.path.name for a, _ in adapters.adapters]} "
@@ -132,8 +132,8 @@ class AdapterTurns:
 
     def __init__(self) -> None:
         self._served = ""  # the key of the set the last step served
-        self._ctx: Any = None  # the context adapters were last applied to, and their key
-        self._applied = ""
+        self._ctx: Any = None  # the context adapters were last applied to
+        self._applied = ""  # the key of the set applied to it
 
     def turn(self, running: Sequence[Any], ctx: Any) -> list[Any]:
         """The sequences this step decodes (of `running`, whose `.handle.job.adapters` say their

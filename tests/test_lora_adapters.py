@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 
 import llama_cpp
@@ -23,7 +25,7 @@ TOKENS = 12
 
 
 @pytest.fixture(scope="module")
-def base() -> LlamaModel:
+def base() -> Iterator[LlamaModel]:
     model = LlamaModel(default_model_path(), ModelOptions())
     yield model
     model.close()
@@ -56,6 +58,7 @@ def greedy(model: LlamaModel, adapters: AdapterSet) -> list[int]:
         llama_cpp.llama_free(ctx)
 
 
+@functools.cache  # each adapter's oracle is asked more than once: load and decode it once
 def oracle(lora: Path | None) -> list[int]:
     """llama-cpp-python's high-level path: the same prompt, greedy, with `lora_path`."""
     llm = llama_cpp.Llama(str(default_model_path()), lora_path=str(lora) if lora else None, n_ctx=256,
