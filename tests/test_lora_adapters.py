@@ -59,10 +59,12 @@ def greedy(model: LlamaModel, adapters: AdapterSet) -> list[int]:
 
 
 @functools.cache  # each adapter's oracle is asked more than once: load and decode it once
-def oracle(lora: Path | None) -> list[int]:
-    """llama-cpp-python's high-level path: the same prompt, greedy, with `lora_path`."""
-    llm = llama_cpp.Llama(str(default_model_path()), lora_path=str(lora) if lora else None, n_ctx=256,
-                          n_threads=1, verbose=False)
+def oracle(lora: Path | None, scale: float = 1.0) -> list[int]:
+    """llama-cpp-python's high-level path: the same prompt, greedy, with `lora_path` at `lora_scale`;
+    with flash attention, as llama.cpp's default ("auto") chooses on a CPU and the engine runs (a
+    random adapter this strong makes the other attention kernel's rounding show in greedy tokens)."""
+    llm = llama_cpp.Llama(str(default_model_path()), lora_path=str(lora) if lora else None, lora_scale=scale,
+                          n_ctx=256, n_threads=1, flash_attn=True, verbose=False)
     try:
         prompt = llm.tokenize(PROMPT.encode(), add_bos=True, special=True)
         out = []

@@ -130,7 +130,6 @@ def test_json_grammar(tgi):
 @pytest.mark.parametrize(("parameters", "named"), [
     ({"watermark": True}, "watermark"),
     ({"grammar": {"type": "regex", "value": "[a-z]+"}}, "regex"),
-    ({"adapter_id": "lora"}, "adapter_id"),
     ({"best_of": 2}, "best_of"),  # best_of needs sampling
     ({"top_n_tokens": 1000}, "top_n_tokens"),
 ])

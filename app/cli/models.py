@@ -68,24 +68,25 @@ def _list(args: argparse.Namespace) -> int:
     print(f"config: {config.path}")
     if loaded is None:
         print(f"(no server answers on port {args.port}: loaded state unknown)")
-    rows = [("ID", "ALIASES", "SIZE", "LOADED", "FILE")]
+    rows = [("ID", "ALIASES", "BASE", "SIZE", "LOADED", "FILE")]  # BASE: the model a LoRA adapter applies to
     for entry in config.models:
         state = "?" if loaded is None else ("yes" if entry.id in loaded else "no")
+        aliases, base = ",".join(entry.aliases) or "-", entry.base or "-"
         if entry.upstream is not None:  # runs on another server: its URL instead of a file
-            rows.append((entry.id, ",".join(entry.aliases) or "-", "remote", state, entry.upstream.url))
+            rows.append((entry.id, aliases, base, "remote", state, entry.upstream.url))
             continue
-        rows.append((entry.id, ",".join(entry.aliases) or "-", _size(entry.file), state, str(entry.file)))
+        rows.append((entry.id, aliases, base, _size(entry.file), state, str(entry.file)))
     configured = {entry.file.resolve() for entry in config.models if entry.upstream is None}
     folder = models_dir()
     unconfigured = sorted(p for p in folder.rglob("*.gguf") if p.resolve() not in configured) if folder.exists() else []
     for path in unconfigured:
-        rows.append(("(not configured)", "-", _size(path), "-", str(path)))
+        rows.append(("(not configured)", "-", "-", _size(path), "-", str(path)))
     if len(rows) == 1:
         print("no models configured; `fireside pull REPO` downloads one")
         return 0
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     for row in rows:
-        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[4])
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False)) + "  " + row[5])
     return 0
 
 

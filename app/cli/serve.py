@@ -9,6 +9,14 @@ import sys
 from pathlib import Path
 
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT, DEFAULT_SHUTDOWN_GRACE
+from app.cli.model_options import (
+    AliasOption,
+    ForLastModel,
+    LoraAdapterOption,
+    LoraScaleOption,
+    ModelOption,
+    lora_scale,
+)
 from app.settings import security
 from app.settings.api import DEFAULT_MAX_LOGPROBS
 from backends.rpc_endpoint import Endpoint, parse_endpoints
@@ -49,26 +57,17 @@ def _tensor_split(value: str) -> tuple[float, ...]:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-class _ForLastModel(argparse.Action):
-    """An option of the `--model` given before it (of the first model when none was): a list
-    with one entry per model, None where a model has none."""
-
-    def __call__(self, parser, namespace, value, option_string=None):
-        index = max(len(namespace.model) - 1, 0)
-        values = list(getattr(namespace, self.dest) or [])
-        values.extend([None] * (index + 1 - len(values)))
-        if values[index] is not None:
-            parser.error(f"{option_string} given twice for one --model")
-        values[index] = value
-        setattr(namespace, self.dest, values)
-
-
 def add_command(commands: argparse._SubParsersAction) -> None:
     serve = commands.add_parser("serve", help="serve models over the Fireworks/OpenAI API")
-    serve.add_argument("--model", action="append", type=Path, default=[], metavar="PATH",
+    serve.add_argument("--model", action=ModelOption, type=Path, default=[], metavar="PATH",
                        help="a GGUF file to serve; repeat for several (default: the embedded SmolLM2-135M-Instruct)")
-    serve.add_argument("--alias", action=_ForLastModel, default=[], metavar="NAME",
-                       help="the id to serve the --model before it under (default: the file's stem)")
+    serve.add_argument("--alias", action=AliasOption, default=[], metavar="NAME",
+                       help="the id to serve the --model (or --lora) before it under (default: the file's stem)")
+    serve.add_argument("--lora", action=LoraAdapterOption, type=Path, default=[], metavar="FILE",
+                       help="a LoRA adapter GGUF for the --model before it, served as a model of its own (named by "
+                            "the file's stem, or the --alias after it) on that model's weights; repeat for several")
+    serve.add_argument("--lora-scale", action=LoraScaleOption, type=lora_scale, metavar="S",
+                       help="how strongly the --lora before it applies (default 1.0; 0: the base model's output)")
     serve.add_argument("--host", default=DEFAULT_HOST)
     serve.add_argument("--port", type=int, default=DEFAULT_PORT)
     serve.add_argument("--ctx-size", type=int, default=0, metavar="TOKENS",
@@ -105,9 +104,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="requests that may wait for a slot; beyond it: 429 with Retry-After")
     serve.add_argument("--max-logprobs", type=int, default=DEFAULT_MAX_LOGPROBS, metavar="N",
                        help="most alternatives per token that logprobs / top_logprobs may ask for")
-    serve.add_argument("--chat-template", action=_ForLastModel, type=Path, default=[], metavar="FILE",
+    serve.add_argument("--chat-template", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a Jinja chat template replacing the own template of the --model before it")
-    serve.add_argument("--mmproj", action=_ForLastModel, type=Path, default=[], metavar="FILE",
+    serve.add_argument("--mmproj", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="the multimodal projector (mmproj GGUF) of the --model before it: it reads images")
     serve.add_argument("--allow-private-media-urls", action="store_true",
                        help="fetch image URLs on loopback, private and link-local addresses too (refused by default)")

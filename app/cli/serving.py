@@ -10,6 +10,7 @@ import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import uvicorn
 
@@ -17,7 +18,13 @@ from app.media.policy import MediaPolicy
 from app.server.app import create_app
 from app.server.shutdown import Drain, DrainingServer
 from app.settings.api import ApiSettings
-from app.settings.config import Config, ConfigError, ModelEntry, served_spec
+from app.settings.config import (
+    Config,
+    ConfigError,
+    ConfigWatch,
+    ModelEntry,
+    served_spec,
+)
 from app.settings.locations import data_dir
 from app.settings.security import SecuritySettings, describe
 from backends.engine import EngineOptions
@@ -28,6 +35,9 @@ from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
 from backends.rpc_endpoint import Endpoint
 from backends.threads import physical_cores
+
+if TYPE_CHECKING:
+    from app.cli.model_options import LoraOption
 
 
 def serve_models(args: argparse.Namespace, config: Config, security_settings: SecuritySettings,
@@ -40,10 +50,11 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
     try:
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
-                        args.tensor_split),
+                        args.tensor_split, args.lora),
             ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded, memory_budget=memory_budget,
             gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
+            config=ConfigWatch(config.path),
         )
     except (ModelLoadError, ConfigError) as error:
         print(f"fireside: {error}", file=sys.stderr)
@@ -60,8 +71,11 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
             if spec.upstream is not None:
                 print(f"serving {spec.id} from upstream {spec.upstream.url} (as {spec.upstream.model or spec.id})")
                 continue
+            adapter = f", a LoRA adapter on {spec.base} at scale {spec.lora_scale:g}" if spec.base is not None else ""
+            if served is not None and spec.base is not None:
+                print(f"serving {spec.id} from {spec.path} ({adapter.removeprefix(', ')})")
             if served is None:
-                print(f"serving {spec.id} from {spec.path} (loads on first use; unloads after "
+                print(f"serving {spec.id} from {spec.path} (loads on first use{adapter}; unloads after "
                       f"{_duration(spec.keep_alive)} unused)")
                 if not spec.path.is_file():
                     print(f"fireside: warning: {spec.id}: {spec.path} does not exist; requests for it get 503 "
@@ -89,12 +103,14 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
 def model_specs(paths: list[Path], aliases: list[str | None],
                 templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
                 config: Config | None = None, projectors: list[Path | None] | None = None,
-                rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = ()) -> list[ModelSpec]:
+                rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = (),
+                loras: list[LoraOption] | None = None) -> list[ModelSpec]:
     """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
-    hold one entry per model, None: none), then the config file's (loaded on first use). The
-    embedded default model when there are neither."""
+    hold one entry per model, None: none) and their LoRA adapters, then the config file's (loaded
+    on first use). The embedded default model when there are neither (or when `loras` are for it)."""
     configured = [_configured_spec(entry) for entry in (config.models if config else ())]
-    if not paths and configured:
+    loras = loras or []
+    if not paths and configured and not loras:
         return configured
     paths = paths or [default_model_path()]
     templates, projectors = templates or [], projectors or []
@@ -110,7 +126,8 @@ def model_specs(paths: list[Path], aliases: list[str | None],
                   tensor_split=tensor_split)
         for i, path in enumerate(paths)
     ]
-    return given + configured
+    adapters = [ModelSpec(lora.path, lora.alias, base=given[lora.model].id, lora_scale=lora.scale) for lora in loras]
+    return given + adapters + configured
 
 
 def _configured_spec(entry: ModelEntry) -> ModelSpec:

@@ -61,6 +61,10 @@ async def pooled(served: ServedModel, inputs: tuple[tuple[int, ...], ...], recei
                  logits: tuple[int, ...] | None = None) -> list[np.ndarray]:
     """The engine's pooled output for each input (in order), from one embedding job: a client that
     leaves (`receive`) cancels it. Rerank's cross-encoder scores its pairs through this too."""
+    if served.adapters is not None:  # the embedding context reads the base's weights alone
+        raise BadRequest(f"{served.id} is a LoRA adapter on {served.base}: pooled outputs (embeddings, a "
+                         f"cross-encoder's scores) come from the base model without adapters; ask {served.base} "
+                         "for them", param="model")
     vectors: dict[int, np.ndarray] = {}
     async for event in job_events(submit(served, EmbeddingJob(inputs, logits)), receive):
         assert isinstance(event, Embedded)

@@ -156,6 +156,7 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
         logprobs=plan.output.logprobs,
         draft=draft_tokens(plan.draft, model),
         priority=plan.priority,
+        adapters=served.adapters,
     )
     return PreparedRequest(plan, job, LocalPart(served, prompts, chat, tool_names,
                                                 constraint.check if constraint is not None else None))

@@ -25,6 +25,13 @@ tensor_split = [3, 1]      # the share of layers per device, the workers' first 
 temperature = 0.7
 top_p = 0.9
 
+[[models]]                 # a LoRA fine-tune served on the weights of the model with id "qwen2.5-7b"
+id = "qwen-support-bot"
+base = "qwen2.5-7b"                                # another entry's id (or a --model's)
+lora = "me/support-lora/support-lora-f16.gguf"     # the adapter GGUF (convert_lora_to_gguf.py), under the models folder
+lora_scale = 1.0           # how strongly it applies (0: the base's own output)
+                           # an adapter entry may also set aliases, keep_alive, sampling and chat_template
+
 [[models]]                 # a model that runs on another OpenAI-compatible server (vLLM, Fireworks, a Fireside)
 id = "llama-70b"
 upstream = "https://gpu-box.lan:8000/v1"           # its OpenAI base URL; every front door forwards there
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +106,8 @@ class ModelEntry:
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers
     tensor_split: tuple[float, ...] = ()  # the share of layers on each device (the workers' first)
     upstream: Upstream | None = None  # runs on another server; `file` is then its URL, not a file
+    base: str | None = None  # a LoRA adapter on the model of this id; `file` is then the adapter (`lora`)
+    lora_scale: float = 1.0
     source: Path | None = field(default=None, compare=False)  # the config file it was read from
 
     @property
@@ -167,7 +177,8 @@ def _path(value: Any, base: Path, where: str) -> Path:
 
 MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
                         "sampling", "mmproj", "pooling", "cache_type", "draft", "rpc", "tensor_split",
-                        "upstream", "api_key_env", "model"})
+                        "upstream", "api_key_env", "model", "base", "lora", "lora_scale"})
+ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
 TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
 
 
@@ -221,10 +232,15 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         line_of = ("models", index, "sampling", name)
         raise ConfigError(f"{places.where(('models', index, 'sampling'), line_of=line_of)}: {complaint}")
     config_path = places.path
-    upstream = _upstream(raw, model_id, where)
+    base, lora_scale = _adapter(raw, model_id, where)
+    upstream = _upstream(raw, model_id, where) if base is None else None
+    if base is not None:
+        file = _path(raw.get("lora"), models_dir(), where("lora"))
+    else:
+        file = _path(raw.get("file"), models_dir(), where("file")) if upstream is None else Path(upstream.url)
     return ModelEntry(
         id=model_id,
-        file=_path(raw.get("file"), models_dir(), where("file")) if upstream is None else Path(upstream.url),
+        file=file,
         aliases=tuple(aliases),
         context_size=context,
         gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), where("gpu_layers")),
@@ -239,8 +255,35 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         rpc=rpc,
         tensor_split=tensor_split,
         upstream=upstream,
+        base=base,
+        lora_scale=lora_scale,
         source=config_path,
     )
+
+
+def _adapter(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> tuple[str | None, float]:
+    """`base`, `lora` and `lora_scale` of a LoRA adapter served on another entry's model; (None, 1.0)
+    for a model of its own."""
+    if "base" not in raw:
+        for key in ("lora", "lora_scale"):
+            if key in raw:
+                raise ConfigError(f"{where(key)}: {key} goes with base (the id of the model the adapter applies to)")
+        return None, 1.0
+    base = raw["base"]
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{where('base')}: base is the id of the model the LoRA adapter applies to")
+    if base == model_id:
+        raise ConfigError(f"{where('base')}: {model_id} cannot be its own base")
+    if "lora" not in raw:
+        raise ConfigError(f"{where()}: {model_id} has a base but no lora (the adapter GGUF file)")
+    other = next((key for key in raw if key not in ADAPTER_KEYS), None)
+    if other is not None:
+        raise ConfigError(f"{where(other)}: {other} does not apply to {model_id}, a LoRA adapter on {base} "
+                          f"(its base's entry sets it)")
+    scale = raw.get("lora_scale", 1.0)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ConfigError(f"{where('lora_scale')}: lora_scale is a number such as 0.5, got {scale!r}")
+    return base, float(scale)
 
 
 # what only a model loaded here has: none of it applies to one that runs upstream
@@ -329,6 +372,13 @@ def load_config(path: Path | None = None) -> Config:
                 key = ("models", index, "id" if name == entry.id else "aliases")
                 raise ConfigError(f"{places.where(key)}: the name {name!r} is used by {seen[name]!r} and {entry.id!r}")
             seen[name] = entry.id
+    named = {name: entry for entry in models for name in entry.names}
+    for index, entry in enumerate(models):
+        base = named.get(entry.base) if entry.base is not None else None  # else maybe a command-line model
+        if base is not None and (base.base is not None or base.upstream is not None):
+            what = "another LoRA adapter" if base.base is not None else "a model that runs upstream"
+            raise ConfigError(f"{places.where(('models', index, 'base'))}: {entry.id}'s base {entry.base!r} is {what}; "
+                              "an adapter applies to a model loaded here")
     max_loaded = document.get("max_loaded")
     if max_loaded is not None and (isinstance(max_loaded, bool) or not isinstance(max_loaded, int) or max_loaded < 1):
         raise ConfigError(f"{places.where(('max_loaded',))}: max_loaded is 1 or more")
@@ -400,10 +450,34 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
 
     reread = functools.partial(_reread, entry.source, entry.id) if entry.source is not None else None
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
+                     base=entry.base, lora_scale=entry.lora_scale,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
                      cache_type=entry.cache_type, draft=entry.draft, rpc=entry.rpc, tensor_split=entry.tensor_split,
                      upstream=entry.upstream, eager=False, reread=reread)
+
+
+class ConfigWatch:
+    """The config file's models as a running server serves them (`backends.registry.ConfigSource`):
+    read again when the file changed, which a stat tells."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self._seen: tuple[int, int, int] | None = None
+
+    def changed(self) -> bool:
+        try:
+            stat = self.path.stat()
+            now = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        except OSError:
+            now = (0, 0, 0)
+        if now == self._seen:
+            return False
+        self._seen = now
+        return True
+
+    def models(self) -> list[ModelSpec]:
+        return [served_spec(entry) for entry in load_config(self.path).models]
 
 
 def _reread(path: Path, model_id: str) -> ModelSpec:

@@ -143,6 +143,7 @@ class ModelCard(ResponseStruct):
     # what the model serves (a loaded model's): "completion", "chat", "embedding", "rerank"
     capabilities: list[str] | UnsetType = UNSET
     upstream: str | UnsetType = UNSET  # where it runs, for a model forwarded to another server
+    parent: str | UnsetType = UNSET  # a LoRA adapter's base model, which it is served on (vLLM's field)
 
 
 class ModelList(ResponseStruct):

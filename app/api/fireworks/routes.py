@@ -41,21 +41,25 @@ def _card(spec: ModelSpec, served: ServedModel | None, created: int) -> ModelCar
         return ModelCard(id=spec.id, created=created, capabilities=UPSTREAM_CAPABILITIES, upstream=spec.upstream.url)
     context = served.engine.request_limit if served is not None else (spec.ctx_size or UNSET)
     return ModelCard(id=spec.id, created=created, context_length=context, loaded=served is not None,
-                     capabilities=_capabilities(served) if served is not None else UNSET)
+                     capabilities=_capabilities(served) if served is not None else UNSET,
+                     parent=spec.base if spec.base is not None else UNSET)
 
 
 def _capabilities(served: ServedModel) -> list[str]:
-    """A generative model completes, chats, embeds (last token) and ranks (yes against no), and
-    with a projector reads images ("vision") or sound ("audio"); a cross-encoder (rank pooling)
-    ranks; a model that declares other pooling only embeds."""
+    """A generative model completes, chats, embeds (last token; not through a LoRA adapter) and ranks
+    (yes against no), and with a projector reads images ("vision") or sound ("audio"); a
+    cross-encoder (rank pooling) ranks; a model that declares other pooling only embeds."""
     pooling = declared_pooling(served.model)
+    if pooling != Pooling.none and served.adapters is not None:
+        return []  # pooled outputs come from the base's weights alone: an adapter of such a model serves none
     if pooling == Pooling.rank:
         return ["rerank"]
     if pooling != Pooling.none:
         return ["embedding"]
     reads = served.projector
     media = ["vision"] * bool(reads and reads.vision) + ["audio"] * bool(reads and reads.audio)
-    return ["completion", "chat", "embedding", "rerank", *media]
+    embeds = ["embedding"] if served.adapters is None else []  # an adapter's embeddings would be its base's
+    return ["completion", "chat", *embeds, "rerank", *media]
 
 
 @get(_paths("/models"))

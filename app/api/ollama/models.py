@@ -124,7 +124,14 @@ def _file_facts(path: Path, _mtime_ns: int) -> dict[str, Any]:
         model.close()
 
 
+def weights_of(registry: ModelRegistry, spec: ModelSpec) -> ModelSpec:
+    """The model whose weights serve `spec`: a LoRA adapter's base, else itself."""
+    base = registry.knows(spec.base) if spec.base is not None else None
+    return base if base is not None else spec
+
+
 async def metadata(spec: ModelSpec, served: ServedModel | None) -> dict[str, Any]:
+    """The GGUF metadata of `spec`'s weights (a LoRA adapter's: give its base's spec, see `weights_of`)."""
     if served is not None:
         return read_metadata(served.model)
     try:
@@ -144,10 +151,11 @@ def _parameter_size(info: dict[str, Any]) -> str:
     return f"{count / 1e9:.1f}B" if count >= 1e9 else f"{count / 1e6:.0f}M"
 
 
-def details(info: dict[str, Any]) -> OllamaModelDetails:
+def details(info: dict[str, Any], parent: str | None = None) -> OllamaModelDetails:
+    """`parent`: a LoRA adapter's base model (the weights `info` describes)."""
     family = str(info.get("general.architecture", ""))
     file_type = info.get("general.file_type")
-    return OllamaModelDetails(parent_model="", format="gguf", family=family, families=[family] if family else [],
+    return OllamaModelDetails(parent_model=parent or "", format="gguf", family=family, families=[family] if family else [],
                         parameter_size=_parameter_size(info),
                         quantization_level=_FILE_TYPES.get(file_type, "") if isinstance(file_type, int) else "")
 

@@ -189,7 +189,7 @@ async def _llm_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -
                              code="context_length_exceeded")
         prompts += [PromptSpec((*prompt.tokens, yes), 0), PromptSpec((*prompt.tokens, no), 0)]
     job = GenerationJob(tuple(prompts), 1, SamplingParams(temperature=0), stream=False,
-                        logprobs=LogprobOptions(prompt_last=1))
+                        logprobs=LogprobOptions(prompt_last=1), adapters=served.adapters)
     answer_logprob: dict[int, float] = {}
     async for event in job_events(submit(served, job), receive):
         if isinstance(event, PromptLogprobs):

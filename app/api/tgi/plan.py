@@ -99,9 +99,6 @@ def _refuse(parameters: TgiGenerateParameters) -> None:
     if parameters.watermark:
         raise BadRequest("watermark is not supported: Fireside does not bias sampling toward a watermark "
                          "(Kirchenbauer et al.); leave it false", param="watermark")
-    if parameters.adapter_id is not None:
-        raise BadRequest(f"adapter_id {parameters.adapter_id!r}: Fireside serves no LoRA adapters; serve the merged "
-                         "model under its own name instead", param="adapter_id")
 
 
 def _grammar(grammar: Grammar) -> ResponseFormat:

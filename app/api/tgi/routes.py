@@ -16,7 +16,12 @@ from app.api.common.streams import TGI_SSE
 from app.api.tgi.plan import tgi_plan
 from app.api.tgi.shaper import TgiShaper, error_body
 from app.api.tgi.wire import TgiError, TgiGenerateRequest
-from app.pipeline.errors import ApiError, ModelNotFound, RequestValidationError
+from app.pipeline.errors import (
+    ApiError,
+    BadRequest,
+    ModelNotFound,
+    RequestValidationError,
+)
 from app.pipeline.run import answer
 
 
@@ -25,6 +30,8 @@ async def _generate(request: Request, *, stream: bool | None, listed: bool = Fal
     if stream is not None:
         body.stream = stream  # the route decides: /generate answers whole, /generate_stream streams
     model = body.model if body.model is not None else _default_model(request)
+    if body.parameters is not None and body.parameters.adapter_id is not None:
+        model = _adapter(request, model, body.parameters.adapter_id)
     plan, shape = tgi_plan(body, model, settings(request).max_logprobs)
     return await answer(request_context(request), plan,
                         lambda prepared, clock: TgiShaper(prepared, clock, shape, listed=listed), TGI_SSE)
@@ -36,6 +43,20 @@ def _default_model(request: Request) -> str:
     if not specs:
         raise ModelNotFound("(none given)")
     return specs[0][0].id
+
+
+def _adapter(request: Request, model: str, adapter_id: str) -> str:
+    """The LoRA adapter model `adapter_id` names, which must be an adapter of `model` (TGI's and
+    LoRAX's multi-LoRA: one base, its adapters picked per request)."""
+    models = registry(request)
+    base, adapter = models.knows(model), models.knows(adapter_id)
+    if base is None:
+        raise ModelNotFound(model)
+    if adapter is None or adapter.base is None or models.knows(adapter.base) is not base:
+        ours = [spec.id for spec, _, _ in models.specs() if spec.base is not None and models.knows(spec.base) is base]
+        listed = f"its adapters: {', '.join(ours)}" if ours else "it has none (serve one with --lora or base/lora in the config)"
+        raise BadRequest(f"adapter_id {adapter_id!r} is not a LoRA adapter of {base.id}; {listed}", param="adapter_id")
+    return adapter.id
 
 
 @post("/generate", status_code=200)
