@@ -367,15 +367,20 @@ class Engine:
             keys = replace(keys, isolation=f"{keys.isolation or ''}\0lora:{job.adapters.key}")
         prompt = waiting.prompt.tokens
 
-        busy = {s.id for s in self._slots if s.sequence is not None}
+        # the busy slots decoded in the same steps are those of the same adapter set
+        mine = _set_of(waiting)
+        busy = {s.id for s in self._slots if s.sequence is not None and _set_of(s.sequence) == mine}
+        others = [s.id for s in self._slots if s.sequence is not None and _set_of(s.sequence) != mine]
         shared = {s.id: s.shared_prefix(prompt, keys) for s in self._slots}
 
-        def preference(slot: Slot) -> tuple[int, bool, int, int, int]:
+        def preference(slot: Slot) -> tuple[int, bool, int, int, int, int]:
             # The slot's own cached prefix, steering by key, then a slot that keeps the busy
-            # ones contiguous (gaps that last are closed by `_compact`), the least recently
+            # ones of its adapter set contiguous (gaps that last are closed by `_compact`) and
+            # away from other sets' (room for each set to grow in one run), the least recently
             # used cache, low ids.
             steered = keys.affinity is not None and slot.affinity == keys.affinity
-            return shared[slot.id], steered, -runs_of(busy | {slot.id}), -slot.last_used, -slot.id
+            apart = min((abs(slot.id - other) for other in others), default=0)
+            return shared[slot.id], steered, -runs_of(busy | {slot.id}), apart, -slot.last_used, -slot.id
 
         slot = max(free, key=preference)
         # The last prompt token is always decoded again: its logits give the first new token.
@@ -459,7 +464,8 @@ class Engine:
         slot (one stream's memory copy) and they go on there; the old slot keeps its cache.
         """
         busy = {seq.slot.id for seq in self._active}
-        if self._pool.unified or self._waiting or runs_of(busy) <= 1:
+        several_sets = len({_set_of(seq) for seq in self._active}) > 1  # each decodes in steps of its own
+        if self._pool.unified or self._waiting or runs_of(busy) <= 1 or several_sets:
             self._gapped_steps = 0
             return
         self._gapped_steps += 1
@@ -758,3 +764,9 @@ class Engine:
 def _need(prompt: tuple[int, ...], max_tokens: int) -> int:
     """The KV cells a choice may come to hold: its prompt and its completion budget."""
     return len(prompt) + max(max_tokens, 0)
+
+
+def _set_of(work: Sequence | Waiting) -> str:
+    """The key of the adapter set a sequence (or a waiting request) decodes under; "" for the base."""
+    adapters = work.handle.job.adapters
+    return adapters.key if adapters else ""

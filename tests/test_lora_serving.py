@@ -294,7 +294,8 @@ def test_an_adapter_of_an_adapter_is_refused_by_the_config(tmp_path: Path) -> No
     from app.settings.config import ConfigError, load_config
 
     config = tmp_path / "config.toml"
-    config.write_text("\n".join(["[[models]]", 'id = "a"', 'base = "x"', 'lora = "a.gguf"',
-                                 "[[models]]", 'id = "b"', 'base = "a"', 'lora = "b.gguf"', ""]))
+    lines = ["[[models]]", 'id = "a"', 'base = "x"', 'lora = "a.gguf"',
+             "[[models]]", 'id = "b"', 'base = "a"', 'lora = "b.gguf"', ""]
+    config.write_text("\n".join(lines))
     with pytest.raises(ConfigError, match="b's base 'a' is another LoRA adapter; an adapter applies to a model loaded"):
         load_config(config)

@@ -392,3 +392,138 @@ def test_quant_labels_and_folders():
     assert projector is not None and projector.path == "mmproj-F16.gguf"  # from the repo's top folder
     model, _ = choose(files, Target("a/b"), "iq1_s")
     assert model.first.path == "UD-IQ1_S/m-UD-IQ1_S.gguf"
+
+
+# --- LoRA adapters (`--base`) ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def adapter_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, bytes]:
+    """A LoRA adapter GGUF as convert_lora_to_gguf.py writes it, and a model GGUF of the same tensors
+    (general.type "model"), each as bytes for the stand-in to serve."""
+    from tests.fixtures.make_tiny_lora import write_adapter
+
+    folder = tmp_path_factory.mktemp("adapters")
+    return {"adapter": write_adapter(folder / "adapter.gguf", 3).read_bytes(),
+            "model": write_adapter(folder / "model.gguf", 3, broken="not_adapter").read_bytes()}
+
+
+BASES = '''[[models]]
+id = "qwen"
+file = "/x/qwen.gguf"
+aliases = ["q"]
+
+[[models]]
+id = "old-tune"
+base = "qwen"
+lora = "/x/old-tune.gguf"
+
+[[models]]
+id = "far"
+upstream = "https://gpu-box.lan:8000/v1"
+'''
+
+
+def write_config(tmp_path: Path, text: str = BASES) -> Path:
+    config = tmp_path / "config" / "config.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(text)
+    return config
+
+
+def test_an_adapter_pulled_with_base_is_registered_as_an_adapter(hub, tmp_path, capsys, adapter_files):
+    config = write_config(tmp_path)
+    hub.add("acme/Tune-LoRA", {"Tune-F16.gguf": HubFile(adapter_files["adapter"]),
+                               "mmproj-f16.gguf": HubFile(gguf_bytes("proj"))})
+    code, out, err = fireside_pull(capsys, "acme/Tune-LoRA/Tune-F16.gguf", "--base", "q")  # an alias of qwen
+    assert code == 0, err
+    path = models(tmp_path) / "acme" / "Tune-LoRA" / "Tune-F16.gguf"
+    assert path.read_bytes() == adapter_files["adapter"]
+    assert not (path.parent / "mmproj-f16.gguf").exists()  # no projector comes along with an adapter
+    assert f"added LoRA adapter 'tune-f16' on qwen in {config}" in out
+    entry = load_config().find("tune-f16")
+    assert entry is not None and (entry.base, entry.file, entry.lora_scale, entry.mmproj) == ("qwen", path, 1.0, None)
+    text = config.read_text()
+    assert 'base = "qwen"' in text and 'lora = "acme/Tune-LoRA/Tune-F16.gguf"' in text  # relative to the models folder
+    assert text.count("file =") == 1  # the base's own
+    # Pulled again: the file is in place, the entry updated.
+    code, out, err = fireside_pull(capsys, "acme/Tune-LoRA/Tune-F16.gguf", "--base", "qwen")
+    assert code == 0, err
+    assert "updated LoRA adapter 'tune-f16' on qwen" in out and len(hub.seen("GET", r"^/cdn/")) == 1
+
+
+def test_an_adapter_without_base_is_refused_naming_base_and_stays_downloaded(hub, tmp_path, capsys, adapter_files):
+    write_config(tmp_path)
+    hub.add("acme/Tune-LoRA", {"tune-f16.gguf": HubFile(adapter_files["adapter"])})
+    line = one_line_error(*fireside_pull(capsys, "acme/Tune-LoRA")[::2])
+    assert "tune-f16 is a LoRA adapter, not a model" in line and "--base ID" in line
+    assert sorted(registered()) == ["far", "old-tune", "qwen"]
+    assert (models(tmp_path) / "acme" / "Tune-LoRA" / "tune-f16.gguf").is_file()
+    code, out, err = fireside_pull(capsys, "acme/Tune-LoRA", "--base", "qwen", "--id", "tune")
+    assert code == 0, err
+    assert "added LoRA adapter 'tune' on qwen" in out
+    assert len(hub.seen("GET", r"^/cdn/")) == 1  # not downloaded again
+    assert load_config().find("tune").base == "qwen"
+
+
+@pytest.mark.parametrize(("base", "complaint"), [
+    ("nope", "--base 'nope' is not a model in the config"),
+    ("old-tune", "--base 'old-tune' is a LoRA adapter on 'qwen'"),
+    ("far", "--base 'far' is a model that runs upstream"),
+])
+def test_a_base_that_is_no_model_of_the_config_is_refused_before_downloading(hub, tmp_path, capsys, adapter_files,
+                                                                              base, complaint):
+    write_config(tmp_path)
+    hub.add("acme/Tune-LoRA", {"tune-f16.gguf": HubFile(adapter_files["adapter"])})
+    line = one_line_error(*fireside_pull(capsys, "acme/Tune-LoRA", "--base", base)[::2])
+    assert complaint in line and "qwen" in line
+    assert not hub.requests  # not even listed
+    assert sorted(registered()) == ["far", "old-tune", "qwen"]
+
+
+def test_an_id_of_another_kind_of_entry_is_refused_before_downloading(hub, tmp_path, capsys, adapter_files):
+    write_config(tmp_path)
+    hub.add("acme/Tune-LoRA", {"tune-f16.gguf": HubFile(adapter_files["adapter"])})
+    line = one_line_error(*fireside_pull(capsys, "acme/Tune-LoRA", "--base", "qwen", "--id", "far")[::2])
+    assert "'far' is a model that runs upstream" in line and "--id" in line
+    line = one_line_error(*fireside_pull(capsys, "acme/Tune-LoRA", "--base", "qwen", "--id", "qwen")[::2])
+    assert "id of the base model" in line
+    hub.add("acme/Tiny-GGUF", {"tiny-Q4_0.gguf": HubFile(gguf_bytes("t"))})
+    line = one_line_error(*fireside_pull(capsys, "acme/Tiny-GGUF", "--id", "old-tune")[::2])
+    assert "'old-tune' is a LoRA adapter on 'qwen' in the config, and this pull adds a model" in line
+    assert not hub.seen("HEAD", r"/resolve/") and not models(tmp_path).exists()
+
+
+def test_base_with_a_model_gguf_is_refused(hub, tmp_path, capsys, adapter_files):
+    write_config(tmp_path)
+    hub.add("acme/Model-GGUF", {"real-F16.gguf": HubFile(adapter_files["model"]),
+                                "fake-Q4_0.gguf": HubFile(gguf_bytes("fake"))})
+    line = one_line_error(*fireside_pull(capsys, "acme/Model-GGUF", "--quant", "F16", "--base", "qwen")[::2])
+    assert "real-F16 is not a LoRA adapter GGUF (its general.type is 'model'" in line and "without --base" in line
+    line = one_line_error(*fireside_pull(capsys, "acme/Model-GGUF", "--quant", "Q4_0", "--base", "qwen")[::2])
+    assert "fake-Q4_0 is not a LoRA adapter GGUF (ggml cannot read it as a GGUF" in line
+    assert sorted(registered()) == ["far", "old-tune", "qwen"]
+    code, _, err = fireside_pull(capsys, "acme/Model-GGUF", "--quant", "F16")  # as a model it is fine
+    assert code == 0, err
+    assert registered()["real-f16"]["file"] == models(tmp_path) / "acme" / "Model-GGUF" / "real-F16.gguf"
+
+
+def test_ollama_pull_refuses_an_adapter_and_registers_nothing(hub, tmp_path, adapter_files):
+    import asyncio
+
+    from app.api.ollama import pull as ollama_pull
+
+    hub.add("acme/Tune-LoRA", {"tune-f16.gguf": HubFile(adapter_files["adapter"])})
+
+    async def stream() -> list:
+        return [item async for item in ollama_pull.pull_stream(None, "hf.co/acme/Tune-LoRA")]  # type: ignore[arg-type]
+
+    answers = asyncio.run(stream())
+    assert answers[0].status == "pulling manifest" and not any(a.status == "success" for a in answers[:-1])
+    error = answers[-1].error
+    assert "tune-f16 is a LoRA adapter, not a model" in error
+    assert "`fireside pull acme/Tune-LoRA/tune-f16.gguf --base ID`" in error
+    assert registered() == {} and (models(tmp_path) / "acme" / "Tune-LoRA" / "tune-f16.gguf").is_file()
+    with pytest.raises(ollama_pull.PullFailed, match="fireside pull acme/Tune-LoRA/tune-f16.gguf --base ID"):
+        asyncio.run(ollama_pull.pull_whole(None, "acme/Tune-LoRA"))  # type: ignore[arg-type]
+    assert registered() == {}

@@ -3,6 +3,10 @@
     fireside pull bartowski/Qwen2.5-7B-Instruct-GGUF --quant Q4_K_M
     fireside pull Qwen/Qwen2.5-0.5B-Instruct-GGUF/qwen2.5-0.5b-instruct-q8_0.gguf --id qwen-small
     fireside pull https://huggingface.co/owner/repo/blob/main/folder/model.gguf
+    fireside pull me/support-lora/support-lora-f16.gguf --base qwen2.5-7b --id support-bot
+
+With `--base ID` the file is a LoRA adapter GGUF (convert_lora_to_gguf.py's) and becomes an adapter
+entry (`base`, `lora`) on the config's model ID; without it an adapter is refused.
 
 The command's arguments and what it prints; the pull itself (where files go, resuming, checking)
 is `app.hub`'s, which Ollama's `POST /api/pull` shares.
@@ -18,6 +22,7 @@ from app.hub import (
     Choice,
     PullError,
     RemoteFile,
+    check_kind,
     check_space,
     choose_pull,
     download,
@@ -37,6 +42,8 @@ def describe(choice: Choice) -> str:
     model, projector = choice.model, choice.projector
     parts = f", {len(model.parts)} parts" if len(model.parts) > 1 else ""
     extra = f"; projector {projector.path}, {human_size(projector.size)}" if projector else ""
+    if choice.base is not None:
+        extra = f"; LoRA adapter on {choice.base}"
     return f"pulling {choice.target.repo_id}@{choice.commit[:12]}: {model.label} ({human_size(model.size)}{parts}{extra})"
 
 
@@ -51,21 +58,27 @@ def fetch(repo_id: str, file: RemoteFile, commit: str, token: str | None) -> Pat
 
 
 def pull(args: argparse.Namespace) -> int:
-    """List, choose, download, verify, register: each step can fail with a PullError."""
+    """List, choose, download, verify, check it is what was asked for (a model, or an adapter with
+    --base), register: each step can fail with a PullError."""
     target = parse_target(args.target, args.revision)
     token = args.token or None
     with hub_errors(target):
-        choice = choose_pull(target, args.quant, args.model_id, token)
+        choice = choose_pull(target, args.quant, args.model_id, token, args.base)
         print(describe(choice), file=sys.stderr)
         folder = repo_folder(target.repo_id)
         check_space(folder, sum(still_needed(folder / f.path, f.size) for f in choice.files))
         paths = [fetch(target.repo_id, file, choice.commit, token) for file in choice.files]
+    check_kind(choice, paths[0])
     config_path = register(choice, paths)
     more = len(choice.model.parts) - 1
     print(f"saved to {paths[0]}" + (f" (and {more} more part{'s' * (more > 1)} beside it)" if more else ""))
     if choice.projector:
         print(f"projector: {paths[-1]}")
-    print(f"{'updated' if choice.replaced else 'added'} model {choice.model_id!r} in {config_path}")
+    verb = "updated" if choice.replaced else "added"
+    if choice.base is not None:
+        print(f"{verb} LoRA adapter {choice.model_id!r} on {choice.base} in {config_path}")
+    else:
+        print(f"{verb} model {choice.model_id!r} in {config_path}")
     print(f'use it with "model": "{choice.model_id}"')
     return 0
 
@@ -88,10 +101,12 @@ def run(args: argparse.Namespace) -> int:
 def add_command(subparsers: argparse._SubParsersAction) -> None:
     """Register `fireside pull` on the CLI's sub-commands."""
     command = subparsers.add_parser(
-        "pull", help="download a GGUF model from the Hugging Face Hub and add it to the config",
+        "pull", help="download a GGUF model (or, with --base, a LoRA adapter) from the Hugging Face Hub and add "
+                     "it to the config",
         description="Download a GGUF model from the Hugging Face Hub (split parts and a multimodal "
                     "projector beside it included), check it against the Hub's sha256 and add it to the "
-                    "config under a model id. A pull that stopped midway (killed, interrupted, out of disk space) "
+                    "config under a model id; with --base, a LoRA adapter GGUF added as an adapter on a model of "
+                    "the config. A pull that stopped midway (killed, interrupted, out of disk space) "
                     "continues where it stopped when run again.",
         epilog=f"Files go to {models_dir()}/<owner>/<repo>/<file> (FIRESIDE_MODELS_DIR moves it). "
                "HF_ENDPOINT points at a Hub mirror.",
@@ -107,3 +122,6 @@ def add_command(subparsers: argparse._SubParsersAction) -> None:
                               "token `hf auth login` saved)")
     command.add_argument("--id", dest="model_id", metavar="NAME",
                          help="the model id requests use (default: the file name in lower case, without .gguf)")
+    command.add_argument("--base", metavar="ID",
+                         help="the file is a LoRA adapter GGUF: add it as an adapter on the config's model ID "
+                              "(the model it was trained on)")

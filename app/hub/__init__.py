@@ -2,7 +2,10 @@
 `POST /api/pull` (app/api/ollama/pull.py) both call it, each with its own way of telling the user.
 
 A pull lists the repo's files (`app.hub.repo`), chooses the model a target and a quant mean, checks
-its id against the config, downloads each file and registers the model (`app.hub.download`).
+its id against the config, downloads each file and registers the model (`app.hub.download`). A
+LoRA adapter GGUF (`general.type = "adapter"`) is registered only as an adapter on a base model
+the config has (`fireside pull --base ID`: an entry with `base` and `lora`); the file's own
+`general.type`, read after the download, decides which it is.
 
 The models folder (`app.settings.locations.models_dir()`) mirrors the Hub, one folder per repo:
 
@@ -29,11 +32,15 @@ huggingface_hub is imported only when a pull runs, so importing this package cos
 from __future__ import annotations
 
 from app.hub.download import (
+    ADAPTER,
     Choice,
+    check_base,
     check_id,
+    check_kind,
     choose_pull,
     download,
     first_line,
+    gguf_type,
     hub_errors,
     register,
     repo_folder,
@@ -51,18 +58,22 @@ from app.hub.repo import (
 from app.hub.resumable import PullError, check_space, human_size, still_needed
 
 __all__ = [
+    "ADAPTER",
     "Choice",
     "Model",
     "PullError",
     "RemoteFile",
     "Target",
+    "check_base",
     "check_id",
+    "check_kind",
     "check_space",
     "choose",
     "choose_pull",
     "default_id",
     "download",
     "first_line",
+    "gguf_type",
     "hub_errors",
     "human_size",
     "list_files",

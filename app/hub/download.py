@@ -1,5 +1,6 @@
 """Fetching a chosen model's files into the models folder, each checked against the Hub's checksum
-before it takes its name (see `app.hub`), and huggingface_hub's errors as one line each."""
+before it takes its name (see `app.hub`), huggingface_hub's errors as one line each, and adding
+the result to the config: a model, or a LoRA adapter on a model of the config (`base`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 from app.hub import resumable
 from app.hub.repo import Model, RemoteFile, Target, choose, default_id, list_files
 from app.hub.resumable import PullError
-from app.settings.config import ConfigError, ModelEntry, add_model, load_config
+from app.settings.config import Config, ConfigError, ModelEntry, add_model, load_config
 from app.settings.locations import models_dir
 
 _CHUNK = 8 * 1024 * 1024
@@ -161,16 +162,86 @@ def hub_errors(target: Target) -> Iterator[None]:
 # --- one pull, start to end -----------------------------------------------------------------------
 
 
-def check_id(model_id: str) -> ModelEntry | None:
-    """Refuse, before any download, an id that the config already uses as another model's alias;
-    return the entry a pull under the same id replaces."""
+def _config() -> Config:
     try:
-        existing = load_config().find(model_id)
+        return load_config()
     except ConfigError as error:
         raise PullError(str(error)) from None
-    if existing is not None and existing.id != model_id:
+
+
+def _kind(entry: ModelEntry) -> str:
+    if entry.base is not None:
+        return f"a LoRA adapter on {entry.base!r}"
+    return f"a model that runs upstream at {entry.upstream.url}" if entry.upstream is not None else "a model"
+
+
+def check_id(model_id: str, adapter: bool = False) -> ModelEntry | None:
+    """Refuse, before any download, an id that the config already uses as another model's alias,
+    or for another kind of entry (a model pulled over an adapter's entry, or either over an
+    upstream one, would leave it holding keys of both); return the entry a pull under the same id
+    replaces."""
+    existing = _config().find(model_id)
+    if existing is None:
+        return None
+    if existing.id != model_id:
         raise PullError(f"{model_id!r} is an alias of the model {existing.id!r} in the config; pick another id with --id")
+    if (existing.base is not None) != adapter or existing.upstream is not None:
+        wanted = "a LoRA adapter" if adapter else "a model"
+        raise PullError(f"{model_id!r} is {_kind(existing)} in the config, and this pull adds {wanted}; pick another "
+                        f"id with --id (or remove the entry first: fireside rm {model_id} --keep-files)")
     return existing
+
+
+def check_base(base: str) -> str:
+    """Before any download: the id (or alias) of the model an adapter applies to must name a model
+    of the config that is loaded here, neither an adapter nor an upstream model; its id. A model
+    given only on `fireside serve`'s command line is not known here, so it is refused too."""
+    config = _config()
+    entry = config.find(base)
+    if entry is not None and entry.base is None and entry.upstream is None:
+        return entry.id
+    models = [m.id for m in config.models if m.base is None and m.upstream is None]
+    known = f"the config's models: {', '.join(models)}" if models else "the config has no models"
+    if entry is None:
+        raise PullError(f"--base {base!r} is not a model in the config {config.path} ({known}); pull or add the base "
+                        "model first (a model given only on the serve command line cannot be checked here)")
+    raise PullError(f"--base {base!r} is {_kind(entry)}; a LoRA adapter applies to a model loaded here ({known})")
+
+
+ADAPTER = "adapter"  # `general.type` of a LoRA adapter GGUF, as convert_lora_to_gguf.py writes it
+
+
+def gguf_type(path: Path) -> str | None:
+    """The GGUF's `general.type` ("model" when it does not say, "adapter" for a LoRA adapter), read
+    with ggml's own GGUF reader (metadata only); None when the file is not a GGUF ggml can read."""
+    with path.open("rb") as handle:
+        head = handle.read(8)
+    # what ggml checks first, here so that a file that is not a GGUF fills no log with ggml's errors
+    if len(head) < 8 or head[:4] != b"GGUF" or not 2 <= int.from_bytes(head[4:], "little") <= 3:
+        return None
+    from backends.ggml_native import GgufError, GgufFile, NativeFunctionMissing
+
+    try:
+        with GgufFile(path) as gguf:
+            value = gguf.value("general.type")
+    except (GgufError, NativeFunctionMissing):
+        return None
+    return value if isinstance(value, str) and value else "model"
+
+
+def check_kind(choice: Choice, path: Path, needs_base: str | None = None) -> None:
+    """After the download, before registering: a LoRA adapter is added only with its base, and a
+    base (`--base`) only with an adapter. `needs_base`: how the user adds an adapter (default: the
+    CLI's --base). The files stay downloaded, so the pull that fixes it does not fetch them again."""
+    kind = gguf_type(path)
+    if choice.base is None and kind == ADAPTER:
+        how = needs_base or ("pass --base ID, the config's id of the model it was trained on, to add it as an "
+                             "adapter (it stays downloaded, and is not fetched again)")
+        raise PullError(f"{choice.model.label} is a LoRA adapter, not a model; nothing was added to the config: {how}")
+    if choice.base is not None and kind != ADAPTER:
+        found = f"its general.type is {kind!r}" if kind else "ggml cannot read it as a GGUF"
+        raise PullError(f"{choice.model.label} is not a LoRA adapter GGUF ({found}, not {ADAPTER!r}); nothing was "
+                        "added to the config: pull it without --base to add it as a model")
 
 
 @dataclass(frozen=True)
@@ -183,6 +254,7 @@ class Choice:
     projector: RemoteFile | None
     model_id: str
     replaced: ModelEntry | None  # the config's entry that the pull replaces (the same id pulled before)
+    base: str | None = None  # a LoRA adapter on the config's model of this id (`model` is the adapter)
 
     @property
     def files(self) -> list[RemoteFile]:
@@ -190,21 +262,34 @@ class Choice:
         return [*self.model.parts, *([self.projector] if self.projector else [])]
 
 
-def choose_pull(target: Target, quant: str | None, model_id: str | None, token: str | None) -> Choice:
+def choose_pull(target: Target, quant: str | None, model_id: str | None, token: str | None,
+                base: str | None = None) -> Choice:
     """List the repo, choose the model (narrowed by `quant`) and check its id against the config,
-    before anything is downloaded (run inside `hub_errors`)."""
+    before anything is downloaded (run inside `hub_errors`). With `base`, the file is a LoRA
+    adapter on the config's model of that id (checked first), and no projector comes along."""
+    base_id = check_base(base) if base is not None else None
     files, commit = list_files(target, token)
     if not files:
         raise PullError(f"no GGUF files in {target.repo_id}")
     model, projector = choose(files, target, quant)
+    if base_id is not None:
+        if len(model.parts) > 1:
+            raise PullError(f"{model.label} is split in {len(model.parts)} parts; a LoRA adapter is one GGUF file")
+        projector = None
     model_id = model_id or default_id(model)
-    return Choice(target, commit, model, projector, model_id, check_id(model_id))
+    if model_id == base_id:
+        raise PullError(f"{model_id!r} is the id of the base model; pick another id for the adapter with --id")
+    return Choice(target, commit, model, projector, model_id, check_id(model_id, base_id is not None), base_id)
 
 
 def register(choice: Choice, paths: list[Path], aliases: tuple[str, ...] = ()) -> Path:
-    """Add the downloaded model (`paths` in the order of `choice.files`) to the config; the config
-    file's path."""
-    entry: dict[str, Any] = {"id": choice.model_id, "file": paths[0]}
+    """Add the downloaded model (`paths` in the order of `choice.files`) to the config, or the
+    adapter (`id`, `base`, `lora`) of a pull with a base; the config file's path."""
+    entry: dict[str, Any] = {"id": choice.model_id}
+    if choice.base is not None:
+        entry |= {"base": choice.base, "lora": paths[0]}
+    else:
+        entry["file"] = paths[0]
     if aliases:
         entry["aliases"] = list(aliases)
     if choice.projector:

@@ -6,7 +6,9 @@ Names: `owner/repo`, `owner/repo/file.gguf`, `hf.co/owner/repo` or a huggingface
 optional `:QUANT` tag as Ollama writes Hub models (`hf.co/bartowski/Llama-3.2-1B-Instruct-GGUF:Q4_K_M`);
 `:latest` means no tag. Progress streams as Ollama's does: `pulling manifest`, then per file
 `pulling <digest>` objects with `digest`, `total` and `completed` (bytes), then `verifying sha256
-digest`, `writing manifest`, `success`; a failure midway is an `{"error": ...}` object.
+digest`, `writing manifest`, `success`; a failure midway is an `{"error": ...}` object. A LoRA adapter
+GGUF is refused after its download (nothing is registered): a pull names no base model for it, and
+`fireside pull --base` adds it (finding the file already in place).
 """
 
 from __future__ import annotations
@@ -84,6 +86,9 @@ def run_pull(name: str, target: hub.Target, quant: str | None, report: Report) -
             label = file.sha256[:12] if file.sha256 else file.name
             paths.append(hub.download(target.repo_id, file, choice.commit, None, _progress_bar(report, label, digest)))
         report(OllamaProgressResponse("verifying sha256 digest"))  # done by `download`, before the rename
+    # a LoRA adapter needs the id of its base model, which a pull request has no field for
+    hub.check_kind(choice, paths[0], needs_base="/api/pull cannot name the model it applies to; add it with "
+                   f"`fireside pull {target.repo_id}/{choice.model.first.path} --base ID`")
     report(OllamaProgressResponse("writing manifest"))
     # clients go on to use the name they pulled
     aliases = () if name in (choice.model_id, f"{choice.model_id}:latest") else (name,)
