@@ -130,7 +130,7 @@ def test_mixed_requests_at_once_each_equal_their_solo_answer(served: Served, sol
 
 
 def test_an_adapter_never_reuses_the_base_s_cached_prompt(served: Served) -> None:
-    long_prompt = "Here is a long note about lighthouses and their keepers. " * 30
+    long_prompt = "Here is a note about lighthouses and their keepers. " * 6  # ~70 tokens
 
     def cached(model: str) -> int:
         usage = served.completion(model, long_prompt, 2)["usage"]

@@ -121,7 +121,7 @@ def test_serve_and_fireside_models_say_where_an_upstream_model_runs(pair: Pair, 
     listing = subprocess.run([str(FIRESIDE), "models", "--port", str(free_port())], capture_output=True, text=True,
                              timeout=60, check=True, env={**os.environ, "FIRESIDE_CONFIG_DIR": str(folder)}).stdout
     row = next(line for line in listing.splitlines() if line.startswith("remote "))
-    assert row.split() == ["remote", "-", "remote", "?", pair.upstream_url]
+    assert row.split() == ["remote", "-", "-", "remote", "?", pair.upstream_url]  # ID ALIASES BASE SIZE LOADED FILE
 
 
 # ---- answers equal the upstream's own ---------------------------------------------------------
