@@ -145,7 +145,7 @@ class GgufFile:
     """
 
     def __init__(self, path: Path):
-        from backends.llama_model import init_backend
+        from backends.llama_log import init_backend
 
         init_backend()  # ggml's own messages (a bad magic) go to our log, not to stderr
         init = native_function("gguf_init_from_file", _ptr, ctypes.c_char_p, _GgufInitParams)

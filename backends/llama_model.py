@@ -6,74 +6,23 @@ the model and safe from any thread.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import logging
-import threading
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import llama_cpp
 
-log = logging.getLogger("fireside.llama")
+from backends.llama_log import init_backend
+from backends.tensor_placement import OverrideError, TensorOverride, override_array
+
 load_log = logging.getLogger("fireside.load")
 
 
 class ModelLoadError(Exception):
     """A model file that is missing or that llama.cpp cannot load."""
-
-
-class _LlamaLog:
-    """Routes llama.cpp's log lines to Python logging and keeps error lines for messages."""
-
-    # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT (continues the previous line)
-    _levels = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
-
-    def __init__(self) -> None:
-        self.errors: list[str] = []
-        self._captures = threading.local()  # error lines of the calling thread, while captured
-        self._level = logging.DEBUG
-        self._callback = llama_cpp.llama_log_callback(self._on_log)
-        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
-
-    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
-        if level != 5:
-            self._level = self._levels.get(level, logging.DEBUG)
-        message = text.decode("utf-8", errors="replace").rstrip()
-        if self._level >= logging.ERROR and message:
-            self.errors.append(message)
-            captured = getattr(self._captures, "lines", None)
-            if captured is not None:
-                captured.append(message)
-        if message and log.isEnabledFor(self._level):
-            log.log(self._level, message)
-
-
-    @contextlib.contextmanager
-    def thread_errors(self) -> Iterator[list[str]]:
-        """The error lines llama.cpp logs on this thread inside the `with` block."""
-        lines: list[str] = []
-        self._captures.lines = lines
-        try:
-            yield lines
-        finally:
-            self._captures.lines = None
-
-
-_backend_lock = threading.Lock()
-_llama_log: _LlamaLog | None = None
-
-
-def init_backend() -> _LlamaLog:
-    global _llama_log
-    with _backend_lock:
-        if _llama_log is None:
-            _llama_log = _LlamaLog()
-            llama_cpp.llama_backend_init()
-        return _llama_log
 
 
 class LoadProgress:
@@ -119,6 +68,8 @@ class ModelOptions:
     # machine's GPUs (backends/rpc_models.py); empty: llama.cpp's own choice of this machine's
     devices: tuple[int, ...] = ()
     tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers (default: by free memory)
+    # tensors sent to another device than `gpu_layers` gives them (--cpu-moe, --override-tensor)
+    tensor_overrides: tuple[TensorOverride, ...] = ()
 
 
 def _set_load_mode(params: llama_cpp.llama_model_params, use_mmap: bool) -> None:
@@ -134,9 +85,17 @@ def _set_load_mode(params: llama_cpp.llama_model_params, use_mmap: bool) -> None
         raise ModelLoadError("this llama.cpp build has neither load_mode nor use_mmap in its model parameters")
 
 
-def _place_layers(params: llama_cpp.llama_model_params, options: ModelOptions) -> list[ctypes.Array[Any]]:
-    """The devices and the share of layers each takes, when the options name them."""
-    kept: list[ctypes.Array[Any]] = []
+def _place_layers(params: llama_cpp.llama_model_params, options: ModelOptions) -> list[Any]:
+    """The devices, the share of layers each takes and the tensors sent elsewhere, when the
+    options name them; what llama.cpp reads during the load, to keep alive until then."""
+    kept: list[Any] = []
+    if options.tensor_overrides:
+        try:
+            overrides, patterns = override_array(options.tensor_overrides)
+        except OverrideError as error:
+            raise ModelLoadError(str(error)) from None
+        params.tensor_buft_overrides = ctypes.cast(overrides, ctypes.c_void_p)
+        kept += [overrides, patterns]
     if options.devices:
         array = (ctypes.c_void_p * (len(options.devices) + 1))(*options.devices, None)
         params.devices = ctypes.cast(array, ctypes.c_void_p)
@@ -168,8 +127,11 @@ class LlamaModel:
             params.progress_callback = progress.callback
         kept = _place_layers(params, options)  # arrays llama.cpp reads during the load
         llama_log.errors.clear()
-        self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
+        with llama_log.thread_placements() as placed:
+            self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         del kept
+        # tensor -> buffer type, for the tensors an override placed (ModelOptions.tensor_overrides)
+        self.overridden: dict[str, str] = placed
         if not self._model:
             # The first error line says why (a bad header, an unknown architecture, ...).
             reason = llama_log.errors[0] if llama_log.errors else "llama.cpp could not read it"
@@ -185,6 +147,8 @@ class LlamaModel:
             t for t in range(self.n_vocab) if llama_cpp.llama_vocab_is_eog(self.vocab, t)
         )
         self._piece_buffer = ctypes.create_string_buffer(256)
+        architecture = self.metadata("general.architecture") or ""
+        self.expert_count = int(self.metadata(f"{architecture}.expert_count") or 0)  # 0: a dense model
 
     @property
     def handle(self) -> llama_cpp.llama_model_p:

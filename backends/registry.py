@@ -49,6 +49,7 @@ from backends.served import (
     default_model_path,
 )
 from backends.settings import CACHE_TYPES
+from backends.tensor_placement import EXPERT_TENSORS
 
 __all__ = ["DEFAULT_CTX", "DEFAULT_MODEL_DISTRIBUTION", "FOREVER", "Lease", "MemoryNeed", "ModelRegistry",
            "ModelSpec", "ServedModel", "default_model_path"]
@@ -639,7 +640,11 @@ class ModelRegistry:
         if spec.rpc and gpu_layers == 0:
             gpu_layers = -1  # the workers' devices are the point: every layer offloaded unless told otherwise
         model = LlamaModel(spec.path, dataclasses.replace(self.model_options, gpu_layers=gpu_layers, devices=devices,
-                                                          tensor_split=spec.tensor_split))
+                                                          tensor_split=spec.tensor_split,
+                                                          tensor_overrides=spec.tensor_overrides))
+        if spec.tensor_overrides and not model.expert_count and any(EXPERT_TENSORS in o.pattern
+                                                                    for o in spec.tensor_overrides):
+            log.warning("%s is not a mixture-of-experts model: --cpu-moe and --n-cpu-moe move nothing", spec.id)
         try:
             # 0 means: the model's training context, at most DEFAULT_CTX tokens per sequence.
             ctx_size = spec.ctx_size or self.engine_options.ctx_size or min(model.n_ctx_train or DEFAULT_CTX,

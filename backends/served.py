@@ -17,6 +17,7 @@ from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.memory import describe_bytes
 from backends.rpc_endpoint import Endpoint
+from backends.tensor_placement import TensorOverride
 from backends.upstream import Upstream
 
 if TYPE_CHECKING:
@@ -83,6 +84,8 @@ class ModelSpec:
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)
     tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers
+    # tensors placed apart from their layer (--cpu-moe, --n-cpu-moe, --override-tensor)
+    tensor_overrides: tuple[TensorOverride, ...] = ()
     # a LoRA adapter served on another model's weights: `path` is the adapter GGUF, `base` the id of
     # the model it applies to, `lora_scale` how strongly (0: the base's own output)
     base: str | None = None

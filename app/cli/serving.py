@@ -8,6 +8,7 @@ import argparse
 import logging
 import signal
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,7 @@ from backends.llama_model import ModelLoadError, ModelOptions
 from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
 from backends.rpc_endpoint import Endpoint
+from backends.tensor_placement import TensorOverride, expert_overrides
 from backends.threads import physical_cores
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
     try:
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
-                        args.tensor_split, args.lora),
+                        args.tensor_split, args.lora, command_line_overrides(args)),
             ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded, memory_budget=memory_budget,
             gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
@@ -104,7 +106,8 @@ def model_specs(paths: list[Path], aliases: list[str | None],
                 templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
                 config: Config | None = None, projectors: list[Path | None] | None = None,
                 rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = (),
-                loras: list[LoraOption] | None = None) -> list[ModelSpec]:
+                loras: list[LoraOption] | None = None,
+                tensor_overrides: tuple[TensorOverride, ...] = ()) -> list[ModelSpec]:
     """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
     hold one entry per model, None: none) and their LoRA adapters, then the config file's (loaded
     on first use). The embedded default model when there are neither (or when `loras` are for it)."""
@@ -123,11 +126,18 @@ def model_specs(paths: list[Path], aliases: list[str | None],
     given = [
         ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
                   gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None, rpc=rpc,
-                  tensor_split=tensor_split)
+                  tensor_split=tensor_split, tensor_overrides=tensor_overrides)
         for i, path in enumerate(paths)
     ]
     adapters = [ModelSpec(lora.path, lora.alias, base=given[lora.model].id, lora_scale=lora.scale) for lora in loras]
     return given + adapters + configured
+
+
+def command_line_overrides(args: argparse.Namespace) -> tuple[TensorOverride, ...]:
+    """The tensor placement of the command line's models: the experts kept on the CPU first, then
+    `--override-tensor`s in their order (llama.cpp applies the first pattern that matches)."""
+    given = tuple(override for group in args.override_tensor for override in group)
+    return expert_overrides(args.cpu_moe, args.n_cpu_moe) + given
 
 
 def _configured_spec(entry: ModelEntry) -> ModelSpec:
@@ -148,9 +158,13 @@ def engine_options(args: argparse.Namespace, prompt_cache_bytes: int = 0) -> Eng
 
 
 def _placement(served: ServedModel) -> str:
-    if served.workers is None:
-        return ""
-    return f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+    where = ""
+    if served.workers is not None:
+        where = f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+    if served.model.overridden:  # what --cpu-moe, --n-cpu-moe and --override-tensor placed
+        counts = Counter(served.model.overridden.values())
+        where += ", tensors placed by override: " + ", ".join(f"{n} on {buffer}" for buffer, n in sorted(counts.items()))
+    return where
 
 
 def _stopped(signum: int, _frame: object) -> None:

@@ -20,6 +20,8 @@ pooling = "last"           # how /v1/embeddings pools: "mean", "cls", "last" (th
                            # else last-token for a generative model), "rank"
 rpc = ["192.168.1.20:50052"]   # `fireside worker`s whose devices take its layers (all, unless gpu_layers)
 tensor_split = [3, 1]      # the share of layers per device, the workers' first (default: by free memory)
+cpu_moe = true             # a mixture-of-experts model's expert tensors stay in system memory (n_cpu_moe = N:
+                           # those of the first N blocks); override_tensor = ["REGEX=DEVICE"] places any tensor
 
 [models.sampling]          # defaults for requests that leave these fields out
 temperature = 0.7
@@ -67,6 +69,7 @@ from app.settings.locations import config_file, models_dir
 from app.settings.toml_places import Places
 from backends.rpc_endpoint import Endpoint, parse_endpoints
 from backends.settings import CACHE_TYPES, DRAFT_MODES, parse_tensor_split
+from backends.tensor_placement import TensorOverride, expert_overrides, parse_overrides
 
 if TYPE_CHECKING:  # imported where they are made: reading the config loads neither llama.cpp nor httpx
     from backends.registry import ModelSpec
@@ -105,6 +108,7 @@ class ModelEntry:
     draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers
     tensor_split: tuple[float, ...] = ()  # the share of layers on each device (the workers' first)
+    tensor_overrides: tuple[TensorOverride, ...] = ()  # cpu_moe, n_cpu_moe, override_tensor
     upstream: Upstream | None = None  # runs on another server; `file` is then its URL, not a file
     base: str | None = None  # a LoRA adapter on the model of this id; `file` is then the adapter (`lora`)
     lora_scale: float = 1.0
@@ -177,7 +181,8 @@ def _path(value: Any, base: Path, where: str) -> Path:
 
 MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
                         "sampling", "mmproj", "pooling", "cache_type", "draft", "rpc", "tensor_split",
-                        "upstream", "api_key_env", "model", "base", "lora", "lora_scale"})
+                        "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
+                        "override_tensor"})
 ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
 TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
 
@@ -254,11 +259,31 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         draft=draft,
         rpc=rpc,
         tensor_split=tensor_split,
+        tensor_overrides=_tensor_overrides(raw, where),
         upstream=upstream,
         base=base,
         lora_scale=lora_scale,
         source=config_path,
     )
+
+
+def _tensor_overrides(raw: dict[str, Any], where: Callable[..., str]) -> tuple[TensorOverride, ...]:
+    """`cpu_moe` (true: every expert tensor on the CPU), `n_cpu_moe` (those of the first N blocks)
+    and `override_tensor` ("REGEX=DEVICE", a list of them, or one comma-separated string)."""
+    cpu_moe, n_cpu_moe = raw.get("cpu_moe", False), raw.get("n_cpu_moe", 0)
+    if not isinstance(cpu_moe, bool):
+        raise ConfigError(f"{where('cpu_moe')}: cpu_moe is true or false, got {cpu_moe!r}")
+    if isinstance(n_cpu_moe, bool) or not isinstance(n_cpu_moe, int) or n_cpu_moe < 0:
+        raise ConfigError(f"{where('n_cpu_moe')}: n_cpu_moe is a number of blocks, got {n_cpu_moe!r}")
+    value = raw.get("override_tensor", [])
+    texts = [value] if isinstance(value, str) else value
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise ConfigError(f"{where('override_tensor')}: override_tensor is a list of \"REGEX=DEVICE\"")
+    try:
+        given = tuple(override for text in texts for override in parse_overrides(text))
+    except ValueError as error:
+        raise ConfigError(f"{where('override_tensor')}: {error}") from None
+    return expert_overrides(cpu_moe, n_cpu_moe) + given
 
 
 def _adapter(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> tuple[str | None, float]:
@@ -288,7 +313,7 @@ def _adapter(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> t
 
 # what only a model loaded here has: none of it applies to one that runs upstream
 LOCAL_KEYS = ("file", "context_size", "gpu_layers", "chat_template", "keep_alive", "mmproj", "pooling", "cache_type",
-              "draft", "rpc", "tensor_split")
+              "draft", "rpc", "tensor_split", "cpu_moe", "n_cpu_moe", "override_tensor")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -450,7 +475,7 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
 
     reread = functools.partial(_reread, entry.source, entry.id) if entry.source is not None else None
     return ModelSpec(entry.file, entry.id, entry.chat_template, aliases=entry.aliases, ctx_size=entry.context_size,
-                     base=entry.base, lora_scale=entry.lora_scale,
+                     base=entry.base, lora_scale=entry.lora_scale, tensor_overrides=entry.tensor_overrides,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
                      cache_type=entry.cache_type, draft=entry.draft, rpc=entry.rpc, tensor_split=entry.tensor_split,

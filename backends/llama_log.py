@@ -1,0 +1,86 @@
+"""llama.cpp's log, routed to Python logging (`fireside.llama`), and the backend's one-time start.
+
+Error lines are kept for messages (`thread_errors`), and a load's tensor placements are read
+from llama.cpp's own account of them (`thread_placements`). Apart from `llama_model` so that
+ggml's helpers (`ggml_native`) can start the backend without importing the model's module.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import re
+import threading
+from collections.abc import Iterator
+
+import llama_cpp
+
+log = logging.getLogger("fireside.llama")
+
+
+_OVERRIDDEN = re.compile(r"tensor (?P<tensor>\S+) \(.*\) buffer type overridden to (?P<buffer>.+)$")
+
+
+class _LlamaLog:
+    """Routes llama.cpp's log lines to Python logging and keeps error lines for messages."""
+
+    # enum ggml_log_level: NONE, DEBUG, INFO, WARN, ERROR, CONT (continues the previous line)
+    _levels = {0: logging.DEBUG, 1: logging.DEBUG, 2: logging.INFO, 3: logging.WARNING, 4: logging.ERROR}
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+        self._captures = threading.local()  # error lines of the calling thread, while captured
+        self._level = logging.DEBUG
+        self._callback = llama_cpp.llama_log_callback(self._on_log)
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_log(self, level: int, text: bytes, _user: ctypes.c_void_p) -> None:
+        if level != 5:
+            self._level = self._levels.get(level, logging.DEBUG)
+        message = text.decode("utf-8", errors="replace").rstrip()
+        placed = getattr(self._captures, "placed", None)
+        if placed is not None and (found := _OVERRIDDEN.match(message)):
+            placed[found["tensor"]] = found["buffer"]
+        if self._level >= logging.ERROR and message:
+            self.errors.append(message)
+            captured = getattr(self._captures, "lines", None)
+            if captured is not None:
+                captured.append(message)
+        if message and log.isEnabledFor(self._level):
+            log.log(self._level, message)
+
+
+    @contextlib.contextmanager
+    def thread_placements(self) -> Iterator[dict[str, str]]:
+        """The tensors a load on this thread placed by an override, and the buffer type of each
+        (llama.cpp's own account, in its debug lines)."""
+        placed: dict[str, str] = {}
+        self._captures.placed = placed
+        try:
+            yield placed
+        finally:
+            self._captures.placed = None
+
+    @contextlib.contextmanager
+    def thread_errors(self) -> Iterator[list[str]]:
+        """The error lines llama.cpp logs on this thread inside the `with` block."""
+        lines: list[str] = []
+        self._captures.lines = lines
+        try:
+            yield lines
+        finally:
+            self._captures.lines = None
+
+
+_backend_lock = threading.Lock()
+_llama_log: _LlamaLog | None = None
+
+
+def init_backend() -> _LlamaLog:
+    global _llama_log
+    with _backend_lock:
+        if _llama_log is None:
+            _llama_log = _LlamaLog()
+            llama_cpp.llama_backend_init()
+        return _llama_log
