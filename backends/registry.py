@@ -241,10 +241,7 @@ class ModelRegistry:
             await self._make_free_memory(entry)
             await self._load_entry(entry)
         except ModelLoadError as error:
-            if entry.changed is not None:
-                raise ModelLoadError(f"{entry.changed} while {entry.spec.id} was loaded, and loading it again "
-                                     f"failed: {error}") from None
-            raise
+            raise _after_change(entry, error) from None
         finally:
             entry.loading = None
 
@@ -327,10 +324,7 @@ class ModelRegistry:
             entry.stamps, entry.changed = stamps, None
             entry.last_used = self._clock()
         except ModelLoadError as error:
-            if entry.changed is not None:
-                raise ModelLoadError(f"{entry.changed} while {entry.spec.id} was loaded, and loading it again "
-                                     f"failed: {error}") from None
-            raise
+            raise _after_change(entry, error) from None
         finally:
             entry.loading = None
             self._wake()
@@ -713,6 +707,13 @@ class ConfigSource(Protocol):
 
     def models(self) -> list[ModelSpec]:
         """Its models as they are now (ValueError or OSError when it cannot be read)."""
+
+
+def _after_change(entry: _Entry, error: ModelLoadError) -> ModelLoadError:
+    """A failed load's error, saying what happened to the files when a change made it load again."""
+    if entry.changed is None:
+        return error
+    return ModelLoadError(f"{entry.changed} while {entry.spec.id} was loaded, and loading it again failed: {error}")
 
 
 def _retrieve_error(task: asyncio.Task[None]) -> None:
