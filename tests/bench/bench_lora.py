@@ -29,8 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import llama_cpp
-
 ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
@@ -41,22 +39,10 @@ from backends.jobs import GenerationJob, PromptSpec, SamplingParams, TextDelta
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from backends.threads import physical_cores
+from tests.bench.bench_step_overhead import (
+    decode_time,  # times llama_decode from its import on
+)
 from tests.fixtures.make_tiny_lora import write_adapter
-
-decode_time = {"seconds": 0.0, "steps": 0}
-_decode = llama_cpp.llama_decode
-
-
-def _timed_decode(ctx: llama_cpp.llama_context_p, batch: llama_cpp.llama_batch) -> int:
-    start = time.perf_counter()
-    try:
-        return _decode(ctx, batch)
-    finally:
-        decode_time["seconds"] += time.perf_counter() - start
-        decode_time["steps"] += 1
-
-
-llama_cpp.llama_decode = _timed_decode
 
 Sets = list[AdapterSet | None]  # one entry a stream: its adapter set (None: the bare base)
 
