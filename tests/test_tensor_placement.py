@@ -25,15 +25,20 @@ from backends.tensor_placement import (
     matches,
     parse_overrides,
 )
-from tests.fixtures.make_tiny_moe import N_LAYER, write_tiny_moe
+from tests.built import built
+from tests.fixtures.make_tiny_moe import N_LAYER, make_tiny_moe
 from tests.test_lora_adapters import greedy
 
 EXPERTS = {f"blk.{block}.ffn_{kind}_exps.weight" for block in range(N_LAYER) for kind in ("gate", "up", "down")}
 
 
 @pytest.fixture(scope="module")
-def moe(tmp_path_factory) -> Path:
-    return write_tiny_moe(tmp_path_factory.mktemp("moe") / "tiny-moe.gguf")
+def moe() -> Path:
+    """Built once and cached (`tests.built`): reading SmolLM2's tokenizer takes seconds."""
+    import tests.fixtures.make_tiny_qwen2vl as tokenizer_source
+    from backends.registry import default_model_path
+
+    return built("tiny-moe", make_tiny_moe, default_model_path(), Path(tokenizer_source.__file__)) / "tiny-moe.gguf"
 
 
 def answer(path: Path, **options) -> tuple[list[int], dict[str, str]]:
