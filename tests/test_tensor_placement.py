@@ -164,6 +164,8 @@ def test_served_with_experts_local_and_layers_on_a_worker_it_answers_as_the_plai
                 "model": "tiny-moe", "prompt": PROMPT, "max_tokens": TOKENS, "temperature": 0, "ignore_eos": True,
                 "return_token_ids": True}).json()
             assert body["choices"][0]["token_ids"] == plain
+            (model,) = server.health()["models"]
+            assert model["tensors_by_override"] == {"CPU": 12}
         finally:
             stop_server(server)
     finally:

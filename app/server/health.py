@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from collections import Counter
 
 import msgspec
 from litestar import Request, Response, get
@@ -18,6 +19,9 @@ class ModelHealth(msgspec.Struct):
     queued_requests: int  # requests none of whose choices started (bounded by --max-queue)
     kv_used: int  # cache positions the slots hold (running requests and prefixes kept for reuse)
     queued_embeddings: int  # inputs of embedding and rerank requests not embedded yet
+    # how many tensors --cpu-moe, --n-cpu-moe and --override-tensor placed on each buffer type
+    # (llama.cpp's own account at load); empty without overrides
+    tensors_by_override: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class Health(msgspec.Struct):
@@ -29,5 +33,7 @@ class Health(msgspec.Struct):
 async def health(request: Request) -> Response[Health]:
     """200 `ok` while serving; 503 `draining` once the server is stopping (see app.server.shutdown)."""
     draining = request.app.state.drain.draining
-    models = [ModelHealth(served.id, **dataclasses.asdict(served.engine.load())) for served in registry(request)]
+    models = [ModelHealth(served.id, **dataclasses.asdict(served.engine.load()),
+                          tensors_by_override=dict(Counter(served.model.overridden.values())))
+              for served in registry(request)]
     return Response(Health("draining" if draining else "ok", models), status_code=503 if draining else 200)
