@@ -444,9 +444,10 @@ class ModelRegistry:
         try:
             await asyncio.to_thread(_close, served)
             log.info("unloaded %s", entry.spec.id)
-            for other in self._entries.values():  # adapters loaded onto it went with it
-                if other.served is not None and other is not entry and other.served.model is served.model:
-                    other.served = None
+            if entry.spec.base is None:  # a model: the adapters loaded onto it went with it
+                for other in self._entries.values():
+                    if other.spec.base is not None and other.served is not None and other.served.model is served.model:
+                        other.served = None
         finally:
             busy.set_result(None)
             entry.busy = None

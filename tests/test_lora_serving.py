@@ -228,8 +228,11 @@ def test_an_adapter_added_to_the_config_serves_without_reloading_the_base_and_un
     assert output.wait_for(lambda line: "unloaded late" in line, since=mark) is not None  # its tensors only
     response = served.http.post("/v1/completions", json={"model": "late", "prompt": "Hi", "max_tokens": 1})
     assert response.status_code == 503 and "late is no longer in the config file" in response.text
-    assert f"unloaded {BASE}" not in output.text(mark)
-    assert served.completion(BASE, tokens=1)
+    assert served.completion(BASE, tokens=1) and served.completion("one", tokens=1)
+    log = output.text(mark)
+    assert f"unloaded {BASE}" not in log and f"loading {BASE}" not in log  # the base and one stayed loaded
+    cards = {card["id"]: card["loaded"] for card in served.http.get("/v1/models").json()["data"]}
+    assert cards[BASE] and cards["one"] and not cards["late"]
 
 
 # ---- the command line ---------------------------------------------------------------------------------
