@@ -743,9 +743,10 @@ def _attach(spec: ModelSpec, base: ServedModel) -> ServedModel:
 
 def _close(served: ServedModel) -> None:
     if served.adapters is not None:  # an adapter model: its own tensors only, the base stays
-        for adapter, _ in served.adapters.adapters:
-            if served.loras.get(served.id) is adapter:
-                del served.loras[served.id]
+        # (left in the base's `loras`, closed: the base's own unload may be closing them in another
+        # thread, and closing one twice is nothing; its next load takes the place)
+        adapter = served.loras.get(served.id)  # its adapter, also at scale 0 (an empty set)
+        if adapter is not None:
             adapter.close()
         return
     if served.workers is not None:
