@@ -13,6 +13,7 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 import llama_cpp
 
@@ -20,6 +21,16 @@ log = logging.getLogger("fireside.llama")
 
 
 _OVERRIDDEN = re.compile(r"tensor (?P<tensor>\S+) \(.*\) buffer type overridden to (?P<buffer>.+)$")
+_ASSIGNED = re.compile(r"load_tensors: layer +(?P<layer>\d+) assigned to device (?P<device>[^,]+),")
+
+
+@dataclass
+class Placements:
+    """llama.cpp's account of a load: the tensors an override placed (tensor -> buffer type), and
+    the device of each layer (the blocks, then the output head as layer `n_layer`)."""
+
+    overridden: dict[str, str] = field(default_factory=dict)
+    layers: dict[int, str] = field(default_factory=dict)
 
 
 class _LlamaLog:
@@ -40,8 +51,11 @@ class _LlamaLog:
             self._level = self._levels.get(level, logging.DEBUG)
         message = text.decode("utf-8", errors="replace").rstrip()
         placed = getattr(self._captures, "placed", None)
-        if placed is not None and (found := _OVERRIDDEN.match(message)):
-            placed[found["tensor"]] = found["buffer"]
+        if placed is not None:
+            if found := _OVERRIDDEN.match(message):
+                placed.overridden[found["tensor"]] = found["buffer"]
+            elif found := _ASSIGNED.match(message):
+                placed.layers[int(found["layer"])] = found["device"]
         if self._level >= logging.ERROR and message:
             self.errors.append(message)
             captured = getattr(self._captures, "lines", None)
@@ -52,10 +66,10 @@ class _LlamaLog:
 
 
     @contextlib.contextmanager
-    def thread_placements(self) -> Iterator[dict[str, str]]:
-        """The tensors a load on this thread placed by an override, and the buffer type of each
+    def thread_placements(self) -> Iterator[Placements]:
+        """Where a load on this thread put its layers and the tensors an override placed
         (llama.cpp's own account, in its debug lines)."""
-        placed: dict[str, str] = {}
+        placed = Placements()
         self._captures.placed = placed
         try:
             yield placed

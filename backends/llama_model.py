@@ -131,7 +131,8 @@ class LlamaModel:
             self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
         del kept
         # tensor -> buffer type, for the tensors an override placed (ModelOptions.tensor_overrides)
-        self.overridden: dict[str, str] = placed
+        self.overridden: dict[str, str] = placed.overridden
+        self.layer_devices: dict[int, str] = placed.layers  # layer (n_layer: the output head) -> device
         if not self._model:
             # The first error line says why (a bad header, an unknown architecture, ...).
             reason = llama_log.errors[0] if llama_log.errors else "llama.cpp could not read it"

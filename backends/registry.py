@@ -32,12 +32,14 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from backends.engine import Engine, EngineOptions
+from backends.fit import Plan
+from backends.fit_inputs import FitLimits, offload_rooms, plan_load
 from backends.ggml_native import GgufError, NativeFunctionMissing
-from backends.gpu_layers import KV_ELEMENT_BYTES, read_model_shape
 from backends.grammar import GrammarCache
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
 from backends.memory import available_memory, describe_bytes
 from backends.model_file import FileStamp, first_change, gguf_parts, stamp_files
+from backends.model_shape import read_model_shape
 from backends.rpc_models import close_on_workers, load_on_workers
 from backends.served import (
     DEFAULT_CTX,
@@ -113,7 +115,7 @@ class Lease:
 class ModelRegistry:
     def __init__(self, specs: list[ModelSpec], model_options: ModelOptions, engine_options: EngineOptions, *,
                  max_loaded: int | None = None, memory_budget: int | None = None,
-                 gpu_layers: Callable[[ModelSpec, int], int] | None = None,
+                 fit_limits: FitLimits | None = None,
                  clock: Callable[[], float] = time.monotonic, config: ConfigSource | None = None):
         self._entries: dict[str, _Entry] = {}
         self._by_name: dict[str, _Entry] = {}
@@ -128,7 +130,7 @@ class ModelRegistry:
         self.engine_options = engine_options
         self.max_loaded = max_loaded
         self.memory_budget = memory_budget
-        self._gpu_layers = gpu_layers
+        self.fit_limits = fit_limits or FitLimits()
         self._clock = clock
         self._waiters: list[asyncio.Future[None]] = []
         self._reaper: asyncio.Task[None] | None = None
@@ -627,16 +629,39 @@ class ModelRegistry:
     def _load(self, spec: ModelSpec) -> ServedModel:
         return load_on_workers(spec, self._load_here) if spec.rpc else self._load_here(spec)
 
+    def placement(self, spec: ModelSpec, devices: tuple[int, ...] = (), *, cpu_only: bool = False) -> Plan | None:
+        """Where `spec`'s tensors would go on the offload devices (`devices`, or this machine's
+        GPUs) as they are now; None when there is no device to offload to (unless `cpu_only`
+        asks for the plan of system memory alone) or the file cannot be read (the load then says
+        what is wrong with it)."""
+        rooms = offload_rooms(devices)
+        if not rooms and not cpu_only:
+            return None
+        setting = -1 if spec.rpc and spec.gpu_layers == 0 else spec.gpu_layers  # the workers are the point
+        try:
+            return plan_load(spec.path, rooms, gpu_layers=setting, ctx_size=spec.ctx_size or self.engine_options.ctx_size,
+                             parallel=self.engine_options.parallel,
+                             cache_type=spec.cache_type or self.engine_options.cache_type,
+                             overrides=spec.tensor_overrides, tensor_split=spec.tensor_split,
+                             n_ubatch=self.engine_options.batch_size, limits=self.fit_limits)
+        except (GgufError, NativeFunctionMissing, OSError, ValueError) as error:
+            log.warning("cannot plan where %s goes (%s): %s", spec.id, error,
+                        "it loads in system memory" if spec.gpu_layers == "auto" else "loading it as configured")
+            return None
+
     def _load_here(self, spec: ModelSpec, devices: tuple[int, ...] = ()) -> ServedModel:
-        gpu_layers = spec.gpu_layers
-        if not isinstance(gpu_layers, int):
-            ctx = spec.ctx_size or self.engine_options.ctx_size or DEFAULT_CTX
-            gpu_layers = self._gpu_layers(spec, ctx) if self._gpu_layers is not None else 0
-        if spec.rpc and gpu_layers == 0:
-            gpu_layers = -1  # the workers' devices are the point: every layer offloaded unless told otherwise
+        plan = self.placement(spec, devices)
+        if plan is not None and (problem := plan.problem()):
+            raise ModelLoadError(f"{spec.id} does not fit: {problem} ({plan.reason}); try --gpu-layers auto, "
+                                 f"--cpu-moe or a smaller --ctx-size")
+        if plan is not None:
+            gpu_layers, overrides, split = plan.gpu_layers, plan.overrides, plan.tensor_split or spec.tensor_split
+        else:
+            gpu_layers = spec.gpu_layers if isinstance(spec.gpu_layers, int) else 0
+            gpu_layers = -1 if spec.rpc and gpu_layers == 0 else gpu_layers
+            overrides, split = spec.tensor_overrides, spec.tensor_split
         model = LlamaModel(spec.path, dataclasses.replace(self.model_options, gpu_layers=gpu_layers, devices=devices,
-                                                          tensor_split=spec.tensor_split,
-                                                          tensor_overrides=spec.tensor_overrides))
+                                                          tensor_split=split, tensor_overrides=overrides))
         if spec.tensor_overrides and not model.expert_count and any(EXPERT_TENSORS in o.pattern
                                                                     for o in spec.tensor_overrides):
             log.warning("%s is not a mixture-of-experts model: --cpu-moe and --n-cpu-moe move nothing", spec.id)
@@ -670,7 +695,7 @@ class ModelRegistry:
             raise
         template = spec.chat_template.read_text(encoding="utf-8") if spec.chat_template else None
         return ServedModel(spec.id, spec.path, model, engine, GrammarCache(model.vocab), template,
-                           dict(spec.sampling), projector=projector)
+                           dict(spec.sampling), projector=projector, placement=plan)
 
     def estimate_bytes(self, spec: ModelSpec) -> int:
         return self.estimate(spec).total
@@ -689,7 +714,7 @@ class ModelRegistry:
         tokens = (spec.ctx_size or self.engine_options.ctx_size
                   or min(shape.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
         element = CACHE_TYPES[spec.cache_type or self.engine_options.cache_type]
-        kv_cache = tokens * sum(shape.kv_bytes_per_token) * element / KV_ELEMENT_BYTES  # the shape counts f16
+        kv_cache = tokens * sum(shape.kv_values_per_token) * element
         return MemoryNeed(weights, int(kv_cache), tokens)
 
     def close(self) -> None:

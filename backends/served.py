@@ -22,6 +22,7 @@ from backends.upstream import Upstream
 
 if TYPE_CHECKING:
     from backends.adapters import AdapterSet, LoraAdapter
+    from backends.fit import Plan
     from backends.rpc_models import WorkerLink
     from backends.vision import Projector
 
@@ -58,6 +59,7 @@ class ServedModel:
     chat_template: str | None = None  # the --chat-template override's text
     defaults: dict[str, Any] = field(default_factory=dict)  # sampling defaults for omitted request fields
     projector: Projector | None = None  # reads images (the --mmproj given with the model)
+    placement: Plan | None = None  # where its tensors went (the fit's plan); None: no offload device
     workers: WorkerLink | None = None  # its RPC workers' connections (a model with `rpc`)
     created: int = field(default_factory=lambda: int(time.time()))
     # An adapter model is served as a view of its base's ServedModel (the same engine and weights):
@@ -75,7 +77,7 @@ class ModelSpec:
     chat_template: Path | None = None  # replaces the GGUF's own template
     aliases: tuple[str, ...] = ()  # more names for it
     ctx_size: int = 0  # tokens per request; 0: the model's own, at most DEFAULT_CTX
-    gpu_layers: int | str = 0  # a number, -1 for all, or "auto"
+    gpu_layers: int | str = "auto"  # a number, -1 for all, or "auto": the fit (backends/fit.py)
     keep_alive: float = FOREVER  # seconds unused before it unloads
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)
     pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)

@@ -17,17 +17,14 @@ from app.cli.model_options import (
     ModelOption,
     lora_scale,
 )
+from app.cli.placement_options import add_placement_options
 from app.settings import security
 from app.settings.api import DEFAULT_MAX_LOGPROBS
-from backends.rpc_endpoint import Endpoint, parse_endpoints
 from backends.settings import (
     CACHE_TYPES,
     DEFAULT_CACHE_TYPE,
     DRAFT_MODES,
-    parse_gpu_layers_option,
-    parse_tensor_split,
 )
-from backends.tensor_placement import TensorOverride, parse_overrides
 
 DEFAULT_PROMPT_CACHE_DISK = "1GiB"
 
@@ -42,34 +39,6 @@ def _positive(value: str) -> int:
 def _threads(value: str) -> int | None:
     """`auto` (None): adapt per step; a number: exactly that many threads."""
     return None if value == "auto" else _positive(value)
-
-
-def _not_negative(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {number}")
-    return number
-
-
-def _overrides(value: str) -> tuple[TensorOverride, ...]:
-    try:
-        return parse_overrides(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _endpoints(value: str) -> tuple[Endpoint, ...]:
-    try:
-        return parse_endpoints(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
-
-
-def _tensor_split(value: str) -> tuple[float, ...]:
-    try:
-        return parse_tensor_split(value)
-    except ValueError as error:
-        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def add_command(commands: argparse._SubParsersAction) -> None:
@@ -90,21 +59,7 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--threads", type=_threads, default=None, metavar="auto|N",
                        help="CPU threads per decode step: auto (default) adapts between 1 and the physical "
                             "cores as other programs take CPU time; a number fixes it")
-    serve.add_argument("--gpu-layers", type=parse_gpu_layers_option, default=0, metavar="N|auto",
-                       help="layers of each --model to offload to the GPU (-1: all; auto: as many as fit)")
-    serve.add_argument("--cpu-moe", action="store_true",
-                       help="keep every expert tensor of a mixture-of-experts --model in system memory (the "
-                            "attention, shared weights and KV cache go to the GPU with --gpu-layers)")
-    serve.add_argument("--n-cpu-moe", type=_not_negative, default=0, metavar="N",
-                       help="keep the expert tensors of the first N blocks in system memory")
-    serve.add_argument("--override-tensor", action="append", type=_overrides, default=[], metavar="REGEX=DEVICE,...",
-                       help="put the tensors whose names match REGEX on DEVICE's buffer type (CPU, CUDA0, Metal, "
-                            "RPC0[host:port]...), as llama-server's -ot; repeatable")
-    serve.add_argument("--rpc", type=_endpoints, default=(), metavar="HOST:PORT[,HOST:PORT...]",
-                       help="`fireside worker`s (or llama.cpp rpc-servers) whose devices take the layers of the "
-                            "command line's models, split by their free memory (see --tensor-split)")
-    serve.add_argument("--tensor-split", type=_tensor_split, default=(), metavar="A,B,...",
-                       help="each device's share of the offloaded layers, the RPC workers' first, then local GPUs")
+    add_placement_options(serve)
     serve.add_argument("--config", type=Path, default=None, metavar="FILE",
                        help="the model registry's config file (default: `fireside config path`)")
     serve.add_argument("--max-loaded", type=_positive, default=None, metavar="N",

@@ -9,12 +9,12 @@ import logging
 import signal
 import sys
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
 
+from app.cli.placement_options import command_line_overrides
 from app.media.policy import MediaPolicy
 from app.server.app import create_app
 from app.server.shutdown import Drain, DrainingServer
@@ -29,13 +29,13 @@ from app.settings.config import (
 from app.settings.locations import data_dir
 from app.settings.security import SecuritySettings, describe
 from backends.engine import EngineOptions
-from backends.gpu_layers import resolve_gpu_layers
+from backends.fit_inputs import FitLimits
 from backends.kv_cache import engine_kv
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
 from backends.rpc_endpoint import Endpoint
-from backends.tensor_placement import TensorOverride, expert_overrides
+from backends.tensor_placement import TensorOverride
 from backends.threads import physical_cores
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
                         args.tensor_split, args.lora, command_line_overrides(args)),
             ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded, memory_budget=memory_budget,
-            gpu_layers=auto_gpu_layers(options.parallel, options.batch_size),
+            fit_limits=FitLimits(gpu_memory=gpu_memory(args, config)),
             config=ConfigWatch(config.path),
         )
     except (ModelLoadError, ConfigError) as error:
@@ -103,7 +103,7 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
 
 
 def model_specs(paths: list[Path], aliases: list[str | None],
-                templates: list[Path | None] | None = None, gpu_layers: int | str = 0,
+                templates: list[Path | None] | None = None, gpu_layers: int | str = "auto",
                 config: Config | None = None, projectors: list[Path | None] | None = None,
                 rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = (),
                 loras: list[LoraOption] | None = None,
@@ -133,13 +133,6 @@ def model_specs(paths: list[Path], aliases: list[str | None],
     return given + adapters + configured
 
 
-def command_line_overrides(args: argparse.Namespace) -> tuple[TensorOverride, ...]:
-    """The tensor placement of the command line's models: the experts kept on the CPU first, then
-    `--override-tensor`s in their order (llama.cpp applies the first pattern that matches)."""
-    given = tuple(override for group in args.override_tensor for override in group)
-    return expert_overrides(args.cpu_moe, args.n_cpu_moe) + given
-
-
 def _configured_spec(entry: ModelEntry) -> ModelSpec:
     if entry.chat_template is not None and not entry.chat_template.is_file():
         raise ModelLoadError(f"chat template of {entry.id} not found: {entry.chat_template}")
@@ -161,6 +154,8 @@ def _placement(served: ServedModel) -> str:
     where = ""
     if served.workers is not None:
         where = f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+    if served.placement is not None and served.placement.devices:
+        where += f", {served.placement.reason}"
     if served.model.overridden:  # what --cpu-moe, --n-cpu-moe and --override-tensor placed
         counts = Counter(served.model.overridden.values())
         where += ", tensors placed by override: " + ", ".join(f"{n} on {buffer}" for buffer, n in sorted(counts.items()))
@@ -177,8 +172,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:g} min" if seconds >= 60 else f"{seconds:g} s"
 
 
-def auto_gpu_layers(parallel: int, batch_size: int) -> Callable[[ModelSpec, int], int]:
-    """`gpu_layers = "auto"`: as many layers as the GPU's free memory holds, with every slot's cache."""
-    def resolve(spec: ModelSpec, ctx_size: int) -> int:
-        return resolve_gpu_layers("auto", spec.path, ctx_size, parallel=parallel, n_ubatch=batch_size)
-    return resolve
+def gpu_memory(args: argparse.Namespace, config: Config) -> int | None:
+    """`--gpu-memory`, else the config's `gpu_memory`: the most each offload device may take."""
+    return args.gpu_memory if args.gpu_memory is not None else config.gpu_memory

@@ -3,6 +3,7 @@
 ```toml
 max_loaded = 2              # models kept loaded at once (least recently used unloads first)
 memory_budget = "12GiB"     # bytes the loaded models may take together
+gpu_memory = "10GiB"        # the most each GPU may take for the models (default: its free memory less 1 GiB)
 prompt_cache_disk = "1GiB"  # slots' prompt caches kept on disk across restarts ("0": none)
 
 [[models]]
@@ -10,7 +11,7 @@ id = "qwen2.5-7b"                                  # the name requests use
 file = "Qwen/Qwen2.5-7B-Instruct-GGUF/qwen2.5-7b-instruct-q4_k_m.gguf"  # under the models folder, or absolute
 aliases = ["qwen"]
 context_size = 8192        # tokens per request (0: the model's own, at most 4096)
-gpu_layers = "auto"        # a number, -1 for all, or "auto": as many as fit
+gpu_layers = "auto"        # a number, -1 for all, or "auto" (default): the fit, experts to the CPU first
 cache_type = "q8_0"        # the KV cache's element type: f16 (default), q8_0 or q4_0 (less memory)
 draft = "off"              # automatic drafts by prompt lookup: "auto" (default) or "off"
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
@@ -98,7 +99,7 @@ class ModelEntry:
     file: Path  # absolute
     aliases: tuple[str, ...] = ()
     context_size: int = 0
-    gpu_layers: GpuLayers = 0
+    gpu_layers: GpuLayers = "auto"
     chat_template: Path | None = None  # absolute
     keep_alive: float = DEFAULT_KEEP_ALIVE  # seconds; FOREVER: never unloaded
     sampling: dict[str, Any] = field(default_factory=dict)
@@ -126,6 +127,7 @@ class Config:
     max_loaded: int | None = None
     memory_budget: int | None = None  # bytes
     prompt_cache_disk: int | None = None  # bytes
+    gpu_memory: int | None = None  # bytes each offload device may take (`--gpu-memory`)
 
     def find(self, name: str) -> ModelEntry | None:
         for entry in self.models:
@@ -184,7 +186,7 @@ MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "
                         "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
                         "override_tensor"})
 ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
-TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk"})
+TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk", "gpu_memory"})
 
 
 def _unknown(names: Any, known: frozenset[str]) -> tuple[str, str] | None:
@@ -248,7 +250,7 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         file=file,
         aliases=tuple(aliases),
         context_size=context,
-        gpu_layers=parse_gpu_layers(raw.get("gpu_layers", 0), where("gpu_layers")),
+        gpu_layers=parse_gpu_layers(raw.get("gpu_layers", "auto"), where("gpu_layers")),
         chat_template=_path(raw["chat_template"], config_path.parent, where("chat_template"))
         if "chat_template" in raw else None,
         keep_alive=parse_duration(raw.get("keep_alive", DEFAULT_KEEP_ALIVE), where("keep_alive")),
@@ -411,8 +413,10 @@ def load_config(path: Path | None = None) -> Config:
     disk = document.get("prompt_cache_disk")
     if disk is not None:
         disk = 0 if disk in (0, "0") else parse_size(disk, places.where(("prompt_cache_disk",)))  # 0: keep none
+    gpu_memory = document.get("gpu_memory")
     return Config(path, models, max_loaded,
-                  parse_size(budget, places.where(("memory_budget",))) if budget is not None else None, disk)
+                  parse_size(budget, places.where(("memory_budget",))) if budget is not None else None, disk,
+                  parse_size(gpu_memory, places.where(("gpu_memory",))) if gpu_memory is not None else None)
 
 
 def _document(path: Path) -> tomlkit.TOMLDocument:

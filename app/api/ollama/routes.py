@@ -90,10 +90,11 @@ async def ps(request: Request) -> OllamaProcessResponse:
         if served is None:
             continue
         size = await asyncio.to_thread(models.estimate_bytes, spec)
-        on_gpu = spec.gpu_layers != 0 or models.model_options.gpu_layers != 0
+        placed = served.placement  # what the fit put on GPUs and RPC workers' devices
+        vram = min(size, sum(share.weights + share.kv_cache for share in placed.devices)) if placed else 0
         info = await metadata(spec, served)
         running.append(OllamaRunningModel(spec.id, spec.id, size, digest(spec), details(info, spec.base),
-                                    expires_at(models, spec), size if on_gpu else 0, served.engine.ctx_size))
+                                    expires_at(models, spec), vram, served.engine.ctx_size))
     return OllamaProcessResponse(running)
 
 
