@@ -1,15 +1,22 @@
 #!/usr/bin/env bash
 # Install Fireside with pipx and build llama-cpp-python for this machine (Linux and macOS):
-#   CUDA  where nvidia-smi is present          CMAKE_ARGS=-DGGML_CUDA=on
-#   Metal on Apple Silicon (arm64 Darwin)      CMAKE_ARGS=-DCMAKE_OSX_ARCHITECTURES=arm64 ... -DGGML_METAL=on
-#   CPU   otherwise                            CMAKE_ARGS=-DGGML_NATIVE=on (tuned for this CPU)
-# These are the CMAKE_ARGS llama-cpp-python's README documents, each with -DGGML_RPC=on (llama.cpp's
-# RPC backend: `fireside worker` and `fireside serve --rpc`). pip is told to build
+#   CUDA   where nvidia-smi is present         CMAKE_ARGS=-DGGML_CUDA=on
+#   Metal  on Apple Silicon (arm64 Darwin)     CMAKE_ARGS=-DCMAKE_OSX_ARCHITECTURES=arm64 ... -DGGML_METAL=on
+#   HIP    an AMD GPU with ROCm (rocminfo lists a gfx agent, or hipconfig without rocminfo)
+#                                              CMAKE_ARGS=-DGGML_HIP=on -DGPU_TARGETS=gfx1100 (rocminfo's),
+#                                              HIPCXX="$(hipconfig -l)/clang" HIP_PATH="$(hipconfig -R)"
+#   Vulkan any other GPU `vulkaninfo --summary` lists (AMD without ROCm, Intel Arc or integrated, ...)
+#                                              CMAKE_ARGS=-DGGML_VULKAN=on (needs glslc and the Vulkan headers)
+#   CPU    otherwise                           CMAKE_ARGS=-DGGML_NATIVE=on (tuned for this CPU)
+# These are the CMAKE_ARGS llama-cpp-python's README and llama.cpp's docs/build.md document, each
+# with -DGGML_RPC=on (llama.cpp's RPC backend: `fireside worker` and `fireside serve --rpc`).
+# Precedence is that order: one build serves one kind of GPU. pip is told to build
 # llama-cpp-python from source (--no-binary), without its wheel cache (a CPU wheel built earlier
 # would otherwise be reused) and to reinstall it even when pipx's environment already has one.
 #
 # Usage: packaging/install.sh [options]
-#   --backend auto|cuda|metal|cpu   what to build for (default: auto, detected as above)
+#   --backend auto|cuda|metal|hip|vulkan|cpu
+#                                   what to build for (default: auto, detected as above)
 #   --spec SPEC                     what pipx installs (default: this checkout; or a PyPI name,
 #                                   a path, a git+https:// URL)
 #   --with-default-model            also install the embedded default model (fireside[default-model])
@@ -90,8 +97,8 @@ parse_args() {
         esac
     done
     case "$backend" in
-        auto | cuda | metal | cpu) ;;
-        *) die "--backend is auto, cuda, metal or cpu, not $backend" ;;
+        auto | cuda | metal | hip | vulkan | cpu) ;;
+        *) die "--backend is auto, cuda, metal, hip, vulkan or cpu, not $backend" ;;
     esac
 }
 
@@ -102,11 +109,38 @@ is_apple_silicon() {
     [ "$(sysctl -n hw.optional.arm64 2>/dev/null || true)" = 1 ]
 }
 
+# The gfx targets (gfx1100, ...) of the GPU agents rocminfo lists, separated by ";" as CMake's
+# lists are; empty without rocminfo, or when it cannot open /dev/kfd (not in the render group).
+rocm_gpu_targets() {
+    command -v rocminfo >/dev/null 2>&1 || return 0
+    # A GPU agent's "Name:" is its target; its ISA's name (amdgcn-amd-amdhsa--gfx1100) is skipped.
+    { rocminfo 2>/dev/null || true; } \
+        | sed -n 's/^[[:space:]]*Name:[[:space:]]*\(gfx[0-9a-f]*\)[[:space:]]*$/\1/p' \
+        | sort -u | paste -sd ';' -
+}
+
+has_rocm_gpu() {
+    [ -n "$(rocm_gpu_targets)" ] && return 0
+    # ROCm without rocminfo: the HIP build finds the GPUs itself.
+    ! command -v rocminfo >/dev/null 2>&1 && command -v hipconfig >/dev/null 2>&1
+}
+
+# Whether vulkaninfo lists a discrete or integrated GPU; llvmpipe and other CPU devices do not count.
+has_vulkan_gpu() {
+    command -v vulkaninfo >/dev/null 2>&1 || return 1
+    { vulkaninfo --summary 2>/dev/null || true; } \
+        | grep -Eq 'deviceType[[:space:]]*=[[:space:]]*(PHYSICAL_DEVICE_TYPE_)?(DISCRETE|INTEGRATED)_GPU'
+}
+
 detect_backend() {
     if command -v nvidia-smi >/dev/null 2>&1; then
         echo cuda
     elif is_apple_silicon; then
         echo metal
+    elif has_rocm_gpu; then
+        echo hip
+    elif has_vulkan_gpu; then
+        echo vulkan
     else
         echo cpu
     fi
@@ -116,6 +150,13 @@ cmake_args_for() {
     case "$1" in
         cuda) echo "-DGGML_CUDA=on -DGGML_RPC=on" ;;
         metal) echo "-DCMAKE_OSX_ARCHITECTURES=arm64 -DCMAKE_APPLE_SILICON_PROCESSOR=arm64 -DGGML_METAL=on -DGGML_RPC=on" ;;
+        hip)
+            local targets
+            targets="$(rocm_gpu_targets)"
+            # Without GPU_TARGETS the build is for the GPUs of this machine (llama.cpp's docs/build.md).
+            echo "-DGGML_HIP=on${targets:+ -DGPU_TARGETS=$targets} -DGGML_RPC=on"
+            ;;
+        vulkan) echo "-DGGML_VULKAN=on -DGGML_RPC=on" ;;
         cpu) echo "-DGGML_NATIVE=on -DGGML_RPC=on" ;;
     esac
 }
@@ -144,7 +185,35 @@ check_toolchain() {
                 warn "this shell runs under Rosetta (x86_64): use an arm64 Python (--python) or the Metal build will not load"
             fi
             ;;
+        hip) check_hip ;;
+        vulkan)
+            # llama.cpp's CMake stops at once without glslc, which compiles the Vulkan shaders.
+            if ! command -v glslc >/dev/null 2>&1 && ! [ -x "${VULKAN_SDK:-/nonexistent}/bin/glslc" ]; then
+                die "the Vulkan build needs glslc and the Vulkan headers: install them (Debian/Ubuntu: sudo apt install glslc libvulkan-dev spirv-headers; elsewhere the LunarG Vulkan SDK, https://vulkan.lunarg.com/sdk/home) or pass --backend cpu"
+            fi
+            ;;
     esac
+}
+
+# The compiler and ROCm folder llama.cpp's docs/build.md give a HIP build, from hipconfig (unless
+# HIPCXX and HIP_PATH are set already).
+check_hip() {
+    if ! command -v hipconfig >/dev/null 2>&1; then
+        if [ -z "${HIPCXX:-}" ]; then
+            warn "hipconfig (ROCm's HIP SDK) is not on PATH: the HIP build needs ROCm (https://rocm.docs.amd.com/projects/install-on-linux/en/latest/), or use --backend vulkan"
+        fi
+        return 0
+    fi
+    local clang_dir root
+    clang_dir="$(hipconfig -l 2>/dev/null || true)"
+    root="$(hipconfig -R 2>/dev/null || true)"
+    if [ -z "${HIPCXX:-}" ] && [ -n "$clang_dir" ]; then
+        export HIPCXX="$clang_dir/clang"
+    fi
+    if [ -z "${HIP_PATH:-}" ] && [ -n "$root" ]; then
+        export HIP_PATH="$root"
+    fi
+    note "using the HIP compiler at ${HIPCXX:-unknown} (ROCm at ${HIP_PATH:-unknown})"
 }
 
 check_python() {
@@ -192,6 +261,10 @@ install_fireside() {
     local environment=(CMAKE_ARGS="$cmake_args" FORCE_CMAKE=1)
     if [ -n "${CUDACXX:-}" ]; then
         environment+=(CUDACXX="$CUDACXX")
+    fi
+    if [ "$backend" = hip ]; then
+        [ -z "${HIPCXX:-}" ] || environment+=(HIPCXX="$HIPCXX")
+        [ -z "${HIP_PATH:-}" ] || environment+=(HIP_PATH="$HIP_PATH")
     fi
     run env "${environment[@]}" "${pipx[@]}" install --force --python "$python" \
         "--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python" "$target"

@@ -1,8 +1,10 @@
 """`packaging/`: the install scripts and the service files.
 
 `install.sh --dry-run` runs in a fake environment: a temporary folder first on PATH holds fakes
-of `uname`, `sysctl` and `nvidia-smi` (no GPU and no Mac here) to steer the detection, and a
-fake `pipx` that records any call, to show that a dry run installs nothing. The service files are
+of `uname`, `sysctl`, `nvidia-smi`, `rocminfo`, `hipconfig`, `vulkaninfo` and `glslc` (no GPU and
+no Mac here; the GPU tools print the canned output of tests/fixtures/gpu_tools) to steer the
+detection, and a fake `pipx` that records any call, to show that a dry run installs nothing. The
+real GPU tools are hidden: PATH's other folder links every other command. The service files are
 parsed, and their command is run with a fake `fireside` in a temporary home.
 """
 
@@ -24,6 +26,11 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGING = ROOT / "packaging"
 INSTALL_SH = PACKAGING / "install.sh"
 PIP_ARGS = "'--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python'"
+GPU_TOOLS = ROOT / "tests" / "fixtures" / "gpu_tools"
+# What steers the detection; a machine with a GPU has the real ones beside bash and sed.
+DETECTION_TOOLS = {"nvidia-smi", "rocminfo", "hipconfig", "vulkaninfo", "glslc"}
+# Variables of the developer's shell that the script would take up.
+BUILD_VARIABLES = {"CMAKE_ARGS", "CUDACXX", "HIPCXX", "HIP_PATH", "VULKAN_SDK"}
 
 
 def write_tool(folder: Path, name: str, body: str) -> Path:
@@ -33,9 +40,26 @@ def write_tool(folder: Path, name: str, body: str) -> Path:
     return tool
 
 
+def other_tools(tmp_path: Path) -> Path:
+    """A folder of links to each command on PATH but the detection tools."""
+    folder = tmp_path / "tools"
+    if folder.is_dir():
+        return folder
+    folder.mkdir()
+    for directory in os.environ.get("PATH", "").split(os.pathsep):
+        if not directory or not Path(directory).is_dir():
+            continue
+        for tool in Path(directory).iterdir():
+            link = folder / tool.name
+            if tool.name not in DETECTION_TOOLS and not link.is_symlink() and tool.is_file() and os.access(tool, os.X_OK):
+                link.symlink_to(tool)
+    return folder
+
+
 def fake_env(tmp_path: Path, system: str, machine: str, *, nvidia: bool = False, arm64_hw: bool = False,
-             **extra: str) -> dict[str, str]:
-    """PATH with the fakes first and without any folder that holds a real nvidia-smi."""
+             rocminfo: str | None = None, hipconfig: bool = False, vulkaninfo: str | None = None,
+             glslc: bool = False, **extra: str) -> dict[str, str]:
+    """PATH with the fakes first, then the other tools; rocminfo and vulkaninfo print the fixture named."""
     fakes = tmp_path / "fakes"
     fakes.mkdir(exist_ok=True)
     write_tool(fakes, "uname", f'case "$1" in -s) echo {system} ;; -m) echo {machine} ;; *) echo {system} ;; esac')
@@ -43,11 +67,18 @@ def fake_env(tmp_path: Path, system: str, machine: str, *, nvidia: bool = False,
     write_tool(fakes, "pipx", f'echo "$@" >> "{tmp_path}/pipx-calls"')
     if nvidia:
         write_tool(fakes, "nvidia-smi", "echo 'GPU 0: NVIDIA GeForce RTX 4090 (fake)'")
-    real = [d for d in os.environ.get("PATH", "").split(os.pathsep) if d and not (Path(d) / "nvidia-smi").exists()]
+    if rocminfo:
+        write_tool(fakes, "rocminfo", f"cat '{GPU_TOOLS / rocminfo}'")
+    if hipconfig:  # ROCm's answers: -l its clang's folder, -R its root
+        write_tool(fakes, "hipconfig", 'case "$1" in -l) printf /opt/rocm/llvm/bin ;; -R) printf /opt/rocm ;; esac')
+    if vulkaninfo:
+        write_tool(fakes, "vulkaninfo", f'[ "$1" = --summary ] && cat \'{GPU_TOOLS / vulkaninfo}\'')
+    if glslc:
+        write_tool(fakes, "glslc", "exit 0")
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if k != "CMAKE_ARGS"}
-    env |= {"PATH": os.pathsep.join([str(fakes), *real]), "HOME": str(home), **extra}
+    env = {k: v for k, v in os.environ.items() if k not in BUILD_VARIABLES}
+    env |= {"PATH": os.pathsep.join([str(fakes), str(other_tools(tmp_path))]), "HOME": str(home), **extra}
     return env
 
 
@@ -147,6 +178,85 @@ def test_unknown_options_are_refused(tmp_path):
     assert result.returncode == 1 and "unknown option: --frobnicate" in result.stderr
 
 
+ROCM_ENV = "HIPCXX=/opt/rocm/llvm/bin/clang HIP_PATH=/opt/rocm"
+
+
+def test_rocminfo_with_a_gfx_agent_gives_the_hip_build_for_its_target(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", rocminfo="rocminfo-gfx1100.txt", hipconfig=True,
+                   vulkaninfo="vulkaninfo-radv.txt")
+    out = dry_run(tmp_path, env)
+    assert "building llama-cpp-python for: hip" in out
+    assert "using the HIP compiler at /opt/rocm/llvm/bin/clang (ROCm at /opt/rocm)" in out
+    assert install_line(out) == (
+        f"+ env CMAKE_ARGS='-DGGML_HIP=on -DGPU_TARGETS=gfx1100 -DGGML_RPC=on' FORCE_CMAKE=1 {ROCM_ENV} "
+        f"pipx install --force --python {sys.executable} {PIP_ARGS} {ROOT}")
+
+
+def test_two_amd_gpus_give_both_targets_as_a_cmake_list(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", rocminfo="rocminfo-gfx1100-gfx1030.txt", hipconfig=True)
+    assert "CMAKE_ARGS='-DGGML_HIP=on -DGPU_TARGETS=gfx1030;gfx1100 -DGGML_RPC=on'" in install_line(dry_run(tmp_path, env))
+
+
+def test_hipconfig_without_rocminfo_gives_the_hip_build_for_the_gpus_it_finds(tmp_path):
+    line = install_line(dry_run(tmp_path, fake_env(tmp_path, "Linux", "x86_64", hipconfig=True)))
+    assert f"CMAKE_ARGS='-DGGML_HIP=on -DGGML_RPC=on' FORCE_CMAKE=1 {ROCM_ENV} pipx install" in line
+
+
+@pytest.mark.parametrize("listing", ["vulkaninfo-radv.txt", "vulkaninfo-intel.txt"])
+def test_a_gpu_only_vulkan_lists_gives_the_vulkan_build(tmp_path, listing):
+    env = fake_env(tmp_path, "Linux", "x86_64", vulkaninfo=listing, glslc=True)
+    out = dry_run(tmp_path, env)
+    assert "building llama-cpp-python for: vulkan" in out
+    assert install_line(out).startswith("+ env CMAKE_ARGS='-DGGML_VULKAN=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx install ")
+
+
+def test_rocm_that_sees_no_gpu_leaves_the_amd_gpu_to_vulkan(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", rocminfo="rocminfo-cpu-only.txt", hipconfig=True,
+                   vulkaninfo="vulkaninfo-radv.txt", glslc=True)
+    assert "CMAKE_ARGS='-DGGML_VULKAN=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx" in install_line(dry_run(tmp_path, env))
+
+
+def test_only_llvmpipe_in_vulkan_gives_the_cpu_build(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", vulkaninfo="vulkaninfo-llvmpipe.txt", glslc=True)
+    out = dry_run(tmp_path, env)
+    assert "building llama-cpp-python for: cpu" in out
+    assert "CMAKE_ARGS='-DGGML_NATIVE=on -DGGML_RPC=on'" in install_line(out)
+
+
+@pytest.mark.parametrize(("system", "machine", "built"), [("Linux", "x86_64", "cuda"), ("Darwin", "arm64", "metal")])
+def test_cuda_and_metal_come_before_rocm_and_vulkan(tmp_path, system, machine, built):
+    env = fake_env(tmp_path, system, machine, nvidia=built == "cuda", rocminfo="rocminfo-gfx1100.txt",
+                   hipconfig=True, vulkaninfo="vulkaninfo-nvidia.txt", glslc=True)
+    out = dry_run(tmp_path, env)
+    assert f"building llama-cpp-python for: {built}" in out
+    assert "GGML_HIP" not in out and "GGML_VULKAN" not in out and "HIPCXX" not in out
+
+
+def test_backend_option_forces_vulkan_or_hip(tmp_path):
+    plain = fake_env(tmp_path, "Linux", "x86_64", glslc=True)
+    line = install_line(dry_run(tmp_path, plain, "--backend", "vulkan"))
+    assert "CMAKE_ARGS='-DGGML_VULKAN=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx" in line
+    result = subprocess.run(["bash", str(INSTALL_SH), "--dry-run", "--python", sys.executable, "--backend=hip"],
+                            env=plain, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "CMAKE_ARGS='-DGGML_HIP=on -DGGML_RPC=on' FORCE_CMAKE=1 pipx" in install_line(result.stdout)
+    assert "hipconfig (ROCm's HIP SDK) is not on PATH" in result.stderr
+    refused = subprocess.run(["bash", str(INSTALL_SH), "--backend", "opencl"], env=plain, capture_output=True,
+                             text=True, timeout=30, check=False)
+    assert refused.returncode == 1
+    assert "--backend is auto, cuda, metal, hip, vulkan or cpu, not opencl" in refused.stderr
+
+
+def test_vulkan_without_glslc_stops_before_installing_and_names_the_packages(tmp_path):
+    env = fake_env(tmp_path, "Linux", "x86_64", vulkaninfo="vulkaninfo-radv.txt")
+    result = subprocess.run(["bash", str(INSTALL_SH), "--dry-run", "--python", sys.executable],
+                            env=env, capture_output=True, text=True, timeout=30, check=False)
+    assert result.returncode == 1
+    assert "building llama-cpp-python for: vulkan" in result.stdout and "+ env" not in result.stdout
+    assert "the Vulkan build needs glslc" in result.stderr
+    assert "apt install glslc libvulkan-dev spirv-headers" in result.stderr and "--backend cpu" in result.stderr
+
+
 def test_install_ps1_builds_cuda_when_nvidia_smi_is_found_else_cpu():
     text = (PACKAGING / "install.ps1").read_text()
     assert "Get-Command nvidia-smi" in text
@@ -154,6 +264,37 @@ def test_install_ps1_builds_cuda_when_nvidia_smi_is_found_else_cpu():
     assert '"--pip-args=--no-cache-dir --force-reinstall --no-binary=llama-cpp-python"' in text
     assert "fireside[default-model]" in text and "$DryRun" in text
     assert text.count("{") == text.count("}")
+    assert text.count("(") == text.count(")")
+
+
+def test_install_ps1_builds_hip_with_the_hip_sdk_then_vulkan_for_a_listed_gpu():
+    text = (PACKAGING / "install.ps1").read_text()
+    assert '[ValidateSet("auto", "cuda", "hip", "vulkan", "cpu")]' in text
+    detection = text[text.index("function Get-Backend {"):]
+    detection = detection[:detection.index("\n}\n")]
+    # the order install.sh has: NVIDIA's driver, AMD's HIP SDK, a GPU that Vulkan lists, the CPU
+    order = ["Get-Command nvidia-smi", "Get-HipPath", "Test-VulkanGpu", '"cpu"']
+    assert [detection.index(step) for step in order] == sorted(detection.index(step) for step in order)
+    assert "$env:HIP_PATH" in text and "Get-Command hipconfig" in text and "hipconfig -R" in text
+    assert "gcnArchName:" in text and '" -DGPU_TARGETS=$targets"' in text
+    assert '"-DGGML_HIP=on$gpuTargets -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DGGML_RPC=on"' in text
+    assert '$vars["CMAKE_GENERATOR"] = "Ninja"' in text and '$vars["HIPCXX"] = Join-Path $bin "clang.exe"' in text
+    assert "& vulkaninfo --summary" in text
+    assert "'deviceType\\s*=\\s*(PHYSICAL_DEVICE_TYPE_)?(DISCRETE|INTEGRATED)_GPU'" in text
+    assert '"-DGGML_VULKAN=on -DGGML_RPC=on"' in text
+    assert "Get-Command glslc" in text and "LunarG Vulkan SDK" in text
+
+
+def test_the_vulkan_pattern_of_both_scripts_takes_gpus_and_leaves_llvmpipe():
+    """The one regular expression install.sh (grep -E) and install.ps1 (-match) use, against the fixtures."""
+    import re
+
+    pattern = re.compile(r"deviceType\s*=\s*(PHYSICAL_DEVICE_TYPE_)?(DISCRETE|INTEGRATED)_GPU")
+    shell = (PACKAGING / "install.sh").read_text()
+    assert "'deviceType[[:space:]]*=[[:space:]]*(PHYSICAL_DEVICE_TYPE_)?(DISCRETE|INTEGRATED)_GPU'" in shell
+    for listing, has_gpu in [("vulkaninfo-radv.txt", True), ("vulkaninfo-intel.txt", True),
+                             ("vulkaninfo-nvidia.txt", True), ("vulkaninfo-llvmpipe.txt", False)]:
+        assert bool(pattern.search((GPU_TOOLS / listing).read_text())) is has_gpu, listing
 
 
 # PowerShell is in none of the package registries this project installs from (Debian, PyPI, npm's
@@ -213,7 +354,8 @@ def test_launchd_plist_runs_fireside_serve_at_load_and_logs(tmp_path):
 def test_packaging_readme_covers_each_file():
     readme = (PACKAGING / "README.md").read_text()
     for name in ("install.sh", "install.ps1", "fireside.service", "dev.fireside.serve.plist",
-                 "systemctl --user enable --now fireside", "launchctl bootstrap", "fireside doctor"):
+                 "systemctl --user enable --now fireside", "launchctl bootstrap", "fireside doctor",
+                 "-DGGML_HIP=on", "-DGGML_VULKAN=on", "--backend hip", "-Backend vulkan"):
         assert name in readme
 
 
