@@ -13,9 +13,10 @@ import stat
 from pathlib import Path
 
 import llama_cpp
+import msgspec
 import pytest
 
-from app.cli import doctor
+from app.cli import doctor, gpu_detect
 
 
 def run_doctor(capsys: pytest.CaptureFixture[str], *argv: str) -> str:
@@ -153,3 +154,163 @@ def test_system_info_of_a_cuda_build_parses_by_section():
     assert doctor.cpu_features(sections) == ["SSE3", "AVX", "AVX2", "LLAMAFILE"]
     metal = doctor.parse_system_info("Metal : EMBED_LIBRARY = 1 | CPU : NEON = 1 | ARM_FMA = 1 | ")
     assert doctor.cpu_features(metal) == ["NEON", "ARM_FMA"]
+
+
+# --- which GPUs the desktop has (gpu_detect), from the tools' canned output ----------------------
+
+GPU_TOOLS = Path(__file__).parent / "fixtures" / "gpu_tools"
+
+
+def tools(**outputs: str | None):
+    """A runner for gpu_detect: each tool prints its fixture; a tool not named is not installed."""
+    def run(command):
+        name = outputs.get(command[0].replace("-", "_"))
+        return None if name is None else (GPU_TOOLS / name).read_text() if name.endswith(".txt") else name
+    return run
+
+
+def test_nvidia_smi_lists_each_gpu_for_the_cuda_build():
+    gpus = gpu_detect.parse_nvidia_smi((GPU_TOOLS / "nvidia-smi-L.txt").read_text())
+    assert gpus == [gpu_detect.GpuFound("NVIDIA", "NVIDIA GeForce RTX 4090", "cuda", "nvidia-smi"),
+                    gpu_detect.GpuFound("NVIDIA", "NVIDIA RTX A4000", "cuda", "nvidia-smi")]
+    # what it prints without a working driver names no GPU
+    assert gpu_detect.parse_nvidia_smi("NVIDIA-SMI has failed because it couldn't communicate with the "
+                                       "NVIDIA driver. Make sure that the latest NVIDIA driver is installed "
+                                       "and running.\n") == []
+
+
+def test_rocminfo_gives_the_gpu_agents_with_their_gfx_targets_not_the_cpu():
+    [gpu] = gpu_detect.parse_rocminfo((GPU_TOOLS / "rocminfo-gfx1100.txt").read_text())
+    assert gpu == gpu_detect.GpuFound("AMD", "Radeon RX 7900 XTX", "hip", "rocminfo", "gfx1100")
+    two = gpu_detect.parse_rocminfo((GPU_TOOLS / "rocminfo-gfx1100-gfx1030.txt").read_text())
+    assert [(g.name, g.target) for g in two] == [("Radeon RX 7900 XTX", "gfx1100"), ("AMD Radeon RX 6800 XT", "gfx1030")]
+    assert gpu_detect.gfx_targets(two) == ["gfx1030", "gfx1100"]
+    assert gpu_detect.parse_rocminfo((GPU_TOOLS / "rocminfo-cpu-only.txt").read_text()) == []
+
+
+def test_vulkaninfo_gives_discrete_and_integrated_gpus_not_llvmpipe():
+    [radv] = gpu_detect.parse_vulkaninfo((GPU_TOOLS / "vulkaninfo-radv.txt").read_text())
+    assert radv == gpu_detect.GpuFound("AMD", "AMD Radeon RX 7900 XTX (RADV GFX1100)", "vulkan", "vulkaninfo")
+    intel = gpu_detect.parse_vulkaninfo((GPU_TOOLS / "vulkaninfo-intel.txt").read_text())
+    assert [(g.vendor, g.name) for g in intel] == [("Intel", "Intel(R) Arc(tm) A770 Graphics (DG2)"),
+                                                  ("Intel", "Intel(R) UHD Graphics 770 (ADL-S GT1)")]
+    assert gpu_detect.parse_vulkaninfo((GPU_TOOLS / "vulkaninfo-llvmpipe.txt").read_text()) == []
+
+
+def test_a_gpu_listed_twice_by_vulkaninfo_counts_once():
+    text = (GPU_TOOLS / "vulkaninfo-radv.txt").read_text()
+    devices = text.index("GPU0:")
+    doubled = text[:devices] + text[devices:text.index("GPU1:")].replace("GPU0:", "GPU1:") + text[devices:]
+    assert len(gpu_detect.parse_vulkaninfo(doubled)) == 1
+
+
+def test_detect_takes_each_vendor_from_its_own_tool_and_the_rest_from_vulkan():
+    # an NVIDIA card with its driver, beside an Intel iGPU only Vulkan sees
+    found = gpu_detect.detect(tools(nvidia_smi="nvidia-smi-L.txt", vulkaninfo="vulkaninfo-intel.txt"),
+                              "Linux", "x86_64", environ={})
+    assert [(g.vendor, g.backend, g.found_by) for g in found] == [
+        ("NVIDIA", "cuda", "nvidia-smi"), ("NVIDIA", "cuda", "nvidia-smi"),
+        ("Intel", "vulkan", "vulkaninfo"), ("Intel", "vulkan", "vulkaninfo")]
+    # ROCm sees the Radeon: HIP, and vulkaninfo's RADV entry for it is not listed again
+    found = gpu_detect.detect(tools(rocminfo="rocminfo-gfx1100.txt", vulkaninfo="vulkaninfo-radv.txt"),
+                              "Linux", "x86_64", environ={})
+    assert [(g.name, g.backend, g.target) for g in found] == [("Radeon RX 7900 XTX", "hip", "gfx1100")]
+    # ROCm that sees no GPU (not in the render group): the Radeon is Vulkan's
+    found = gpu_detect.detect(tools(rocminfo="rocminfo-cpu-only.txt", vulkaninfo="vulkaninfo-radv.txt"),
+                              "Linux", "x86_64", environ={})
+    assert [(g.vendor, g.backend) for g in found] == [("AMD", "vulkan")]
+    # NVIDIA's Vulkan driver without nvidia-smi: Vulkan's
+    found = gpu_detect.detect(tools(vulkaninfo="vulkaninfo-nvidia.txt"), "Linux", "x86_64", environ={})
+    assert [(g.name, g.backend) for g in found] == [("NVIDIA GeForce RTX 4090", "vulkan")]
+    assert gpu_detect.detect(tools(vulkaninfo="vulkaninfo-llvmpipe.txt"), "Linux", "x86_64", environ={}) == []
+    assert gpu_detect.detect(tools(), "Linux", "x86_64", environ={}) == []
+
+
+def test_detect_on_windows_and_macs():
+    # Windows has no rocminfo: the HIP SDK (its HIP_PATH) makes an AMD GPU Vulkan lists a HIP one
+    radv = tools(vulkaninfo="vulkaninfo-radv.txt")
+    [gpu] = gpu_detect.detect(radv, "Windows", "AMD64", environ={"HIP_PATH": "C:\\Program Files\\AMD\\ROCm\\6.2\\"})
+    assert (gpu.vendor, gpu.backend) == ("AMD", "hip")
+    [gpu] = gpu_detect.detect(radv, "Windows", "AMD64", environ={})
+    assert gpu.backend == "vulkan"
+    # Apple Silicon, also under Rosetta; MoltenVK's listing of the same GPU is not repeated
+    moltenvk = ((GPU_TOOLS / "vulkaninfo-radv.txt").read_text().replace("0x1002", "0x106b")
+                .replace("PHYSICAL_DEVICE_TYPE_DISCRETE_GPU", "PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU")
+                .replace("AMD Radeon RX 7900 XTX (RADV GFX1100)", "Apple M2 Pro"))
+    assert [(g.vendor, g.name) for g in gpu_detect.parse_vulkaninfo(moltenvk)] == [("Apple", "Apple M2 Pro")]
+    mac = tools(sysctl="Apple M2 Pro\n", vulkaninfo=moltenvk)
+    assert gpu_detect.detect(mac, "Darwin", "arm64", environ={}) == [
+        gpu_detect.GpuFound("Apple", "Apple M2 Pro GPU", "metal", "platform")]
+    assert gpu_detect.is_apple_silicon(tools(sysctl="1\n"), "Darwin", "x86_64")
+    assert not gpu_detect.is_apple_silicon(tools(sysctl="0\n"), "Darwin", "x86_64")
+    assert not gpu_detect.is_apple_silicon(tools(sysctl="1\n"), "Linux", "aarch64")
+
+
+def test_the_runner_reports_a_missing_tool_as_none_and_a_failing_one_by_its_output(tmp_path, monkeypatch):
+    fake = tmp_path / "rocminfo"
+    fake.write_text("#!/bin/sh\necho 'ROCk module is loaded'\nexit 1\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert gpu_detect.run_tool(["rocminfo"]) == "ROCk module is loaded\n"
+    assert gpu_detect.run_tool(["vulkaninfo", "--summary"]) is None
+
+
+def report_with(backends: list[str], gpus: list[gpu_detect.GpuFound], platform: str = "Linux-x86_64") -> doctor.DoctorReport:
+    """A report of a build with these backends on a desktop with these GPUs (the rest as a quiet machine's)."""
+    return doctor.DoctorReport(
+        fireside_version="0.1.0", python_version="3.11.7", python_executable="/usr/bin/python3",
+        platform=platform, llama_cpp_python_version="0.3.36", backends=backends, gpu_offload=False,
+        devices=[], cpu_features=["AVX2"], system_info={}, config_file=doctor.PathInfo("/c/config.toml", True),
+        models_dir=doctor.PathInfo("/m", True), models_configured=1, models_with_images=[], config_error=None,
+        default_model="/m/smol.gguf", port=doctor.PortInfo("127.0.0.1", 8080, True), hints=[], rpc=True,
+        gpus_found=gpus,
+    )
+
+
+def test_a_gpu_whose_backend_the_build_lacks_gets_the_exact_reinstall_command(monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)  # no nvidia-smi of this machine's
+    radeon = gpu_detect.parse_rocminfo((GPU_TOOLS / "rocminfo-gfx1100.txt").read_text())
+    [hint] = doctor.hints(report_with(["CPU", "RPC"], radeon))
+    assert hint.startswith("Radeon RX 7900 XTX would run on llama.cpp's HIP (ROCm) backend, which this build lacks: "
+                           "reinstall with `packaging/install.sh --backend hip`, or, installed from PyPI: ")
+    assert hint.endswith('`HIPCXX="$(hipconfig -l)/clang" HIP_PATH="$(hipconfig -R)" '
+                         'CMAKE_ARGS="-DGGML_HIP=on -DGPU_TARGETS=gfx1100 -DGGML_RPC=on" pipx runpip fireside install '
+                         '--force-reinstall --no-deps --no-cache-dir --no-binary=llama-cpp-python llama-cpp-python==0.3.36`')
+    assert doctor.hints(report_with(["ROCm", "CPU", "RPC"], radeon)) == []  # ggml's name for the HIP build
+
+    arc = gpu_detect.parse_vulkaninfo((GPU_TOOLS / "vulkaninfo-intel.txt").read_text())
+    [hint] = doctor.hints(report_with(["CPU", "RPC"], arc))
+    assert hint.startswith("Intel(R) Arc(tm) A770 Graphics (DG2), Intel(R) UHD Graphics 770 (ADL-S GT1) would run on "
+                           "llama.cpp's Vulkan backend")
+    assert "`packaging/install.sh --backend vulkan`" in hint and 'CMAKE_ARGS="-DGGML_VULKAN=on -DGGML_RPC=on" pipx' in hint
+    assert doctor.hints(report_with(["Vulkan", "CPU", "RPC"], arc)) == []
+    [hint] = doctor.hints(report_with(["CPU", "RPC"], arc, "Windows-AMD64"))
+    assert ("`packaging\\install.ps1 -Backend vulkan`, or, installed from PyPI: "
+            '`$env:CMAKE_ARGS="-DGGML_VULKAN=on -DGGML_RPC=on"; pipx runpip fireside install') in hint
+
+    nvidia = gpu_detect.parse_nvidia_smi((GPU_TOOLS / "nvidia-smi-L.txt").read_text())
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: "/usr/bin/nvidia-smi")
+    [hint] = doctor.hints(report_with(["CPU", "RPC"], nvidia))  # one hint, not also the driver's
+    assert hint.startswith("NVIDIA GeForce RTX 4090, NVIDIA RTX A4000 would run on llama.cpp's CUDA backend")
+    assert "--backend cuda" in hint and 'CMAKE_ARGS="-DGGML_CUDA=on -DGGML_RPC=on"' in hint
+
+
+def test_the_text_report_lists_the_gpus_and_what_they_want(monkeypatch):
+    monkeypatch.setattr(doctor.shutil, "which", lambda name: None)
+    gpus = (gpu_detect.parse_rocminfo((GPU_TOOLS / "rocminfo-gfx1100.txt").read_text())
+            + gpu_detect.parse_vulkaninfo((GPU_TOOLS / "vulkaninfo-intel.txt").read_text())[1:])
+    report = report_with(["Vulkan", "CPU", "RPC"], gpus)
+    report.hints = doctor.hints(report)
+    text = doctor.render_text(report)
+    assert ("GPUs on this desktop:\n"
+            "  Radeon RX 7900 XTX (AMD gfx1100, from rocminfo): wants the HIP (ROCm) build; this build lacks it\n"
+            "  Intel(R) UHD Graphics 770 (ADL-S GT1) (Intel, from vulkaninfo): wants the Vulkan build; this build has it\n"
+            ) in text
+    assert "hint: Radeon RX 7900 XTX would run on llama.cpp's HIP (ROCm) backend" in text
+    assert "GPUs on this desktop: none found" in doctor.render_text(report_with(["CPU"], []))
+
+
+def test_the_json_report_carries_the_gpus_found(capsys, folders):
+    report = json.loads(run_doctor(capsys, "--json", "--port", str(free_port())))
+    assert report["gpus_found"] == [msgspec.to_builtins(gpu) for gpu in gpu_detect.detect()]
+    assert all(set(gpu) == {"vendor", "name", "backend", "found_by", "target"} for gpu in report["gpus_found"])

@@ -19,6 +19,7 @@ from typing import Any
 
 import msgspec
 
+from app.cli import gpu_detect
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
@@ -80,6 +81,8 @@ class DoctorReport(msgspec.Struct):
     kv_cache: list[KvUse] = []  # of the server on the port, when one answers there (its /metrics)
     rpc: bool = False  # the llama.cpp build has the RPC backend (`fireside worker`, `--rpc`)
     rpc_workers: list[WorkerInfo] = []  # --rpc's and the config's, with their devices
+    # the desktop's GPUs (nvidia-smi, rocminfo, vulkaninfo, Apple Silicon), each with the build it wants
+    gpus_found: list[gpu_detect.GpuFound] = []
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -217,11 +220,14 @@ def _default_model() -> str | None:
 
 def hints(report: DoctorReport) -> list[str]:
     """What to do about what the report shows."""
-    found = []
+    found = gpu_detect.reinstall_hints(report.gpus_found, report.backends, report.platform,
+                                       report.llama_cpp_python_version)
+    wanted = {gpu.backend for gpu in report.gpus_found}  # their hints name the exact build
     install = "reinstall with packaging/install.sh, which builds llama-cpp-python for this machine"
-    if shutil.which("nvidia-smi") and "CUDA" not in report.backends:
+    if shutil.which("nvidia-smi") and "CUDA" not in report.backends and "cuda" not in wanted:
         found.append(f"an NVIDIA GPU driver is present but this llama.cpp build has no CUDA backend: {install}")
-    if report.platform == "Darwin-arm64" and "Metal" not in report.backends and "MTL" not in report.backends:
+    if (report.platform == "Darwin-arm64" and "Metal" not in report.backends and "MTL" not in report.backends
+            and "metal" not in wanted):
         found.append(f"this Mac has Apple Silicon but this llama.cpp build has no Metal backend: {install}")
     if not report.port.free:
         found.append(f"port {report.port.port} is taken ({report.port.error}): stop what uses it, "
@@ -289,6 +295,7 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, rpc_workers: str
 
     report.rpc = rpc.supported()
     report.rpc_workers = _workers(rpc_workers)
+    report.gpus_found = gpu_detect.detect()
     report.hints = hints(report)
     return report
 
@@ -319,6 +326,9 @@ def render_text(report: DoctorReport) -> str:
     for section, flags in report.system_info.items():
         if section != "CPU":
             lines.append(f"  {section}: {' '.join(f'{k}={v}' for k, v in flags.items())}")
+    lines.append("GPUs on this desktop:" if report.gpus_found else
+                 "GPUs on this desktop: none found (nvidia-smi, rocminfo, vulkaninfo)")
+    lines += [f"  {line}" for line in gpu_detect.describe(report.gpus_found, report.backends)]
     lines += [
         _path_line("config file", report.config_file, "not written yet"),
         _path_line("models folder", report.models_dir, "not created yet"),
