@@ -223,9 +223,3 @@ class LlamaModel:
 
     def is_eog(self, token: int) -> bool:
         return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
-
-
-def gpu_offload() -> bool:
-    """Whether this build of llama.cpp can put layers on a GPU."""
-    init_backend()
-    return bool(llama_cpp.llama_supports_gpu_offload())

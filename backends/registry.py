@@ -36,7 +36,7 @@ from backends.fit import Plan
 from backends.fit_inputs import FitLimits, offload_rooms, plan_load
 from backends.ggml_native import GgufError, NativeFunctionMissing
 from backends.grammar import GrammarCache
-from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions, gpu_offload
+from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 from backends.memory import available_memory, describe_bytes
 from backends.model_file import FileStamp, first_change, gguf_parts, stamp_files
 from backends.model_shape import read_model_shape
@@ -376,8 +376,8 @@ class ModelRegistry:
     def _check_free_memory(self, entry: _Entry, reclaimable: list[_Entry]) -> int | None:
         """Refuses a model larger than the available memory and what unloading `reclaimable` would
         free; returns the available memory (None: unknown, or the model goes to a GPU)."""
-        if entry.spec.rpc or (entry.spec.gpu_layers != 0 and gpu_offload()):
-            return None  # llama.cpp and `gpu_layers = "auto"` fit what goes to a GPU or a worker
+        if entry.spec.rpc or (entry.spec.gpu_layers != 0 and offload_rooms()):
+            return None  # the fit checks what goes to a GPU or a worker, and what stays here
         available = available_memory()
         if available is None:
             return None

@@ -19,7 +19,7 @@ from typing import Any
 
 import msgspec
 
-from app.cli import gpu_detect
+from app.cli import doctor_plan, gpu_detect
 from app.cli.defaults import DEFAULT_HOST, DEFAULT_PORT
 
 
@@ -83,6 +83,7 @@ class DoctorReport(msgspec.Struct):
     rpc_workers: list[WorkerInfo] = []  # --rpc's and the config's, with their devices
     # the desktop's GPUs (nvidia-smi, rocminfo, vulkaninfo, Apple Silicon), each with the build it wants
     gpus_found: list[gpu_detect.GpuFound] = []
+    model_plan: doctor_plan.ModelPlan | None = None  # `--model FILE`: where its tensors would go
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -90,13 +91,26 @@ def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser
     doctor.add_argument("--json", action="store_true", help="print one JSON object")
     doctor.add_argument("--host", default=DEFAULT_HOST, help="the address `fireside serve` would bind")
     doctor.add_argument("--port", type=int, default=DEFAULT_PORT, help="the port `fireside serve` would bind")
-    doctor.add_argument("--rpc", default=None, metavar="HOST:PORT[,HOST:PORT...]",
-                        help="RPC workers to look at besides the config's (their devices and memory)")
+    doctor_plan.add_options(doctor)  # --model FILE and serve's placement options, --rpc among them
     return doctor
 
 
+def _gpu_memory(args: argparse.Namespace) -> int | None:
+    """`--gpu-memory`, else the config's (as serve takes it)."""
+    from app.settings.config import ConfigError, load_config
+
+    if args.gpu_memory is not None:
+        return args.gpu_memory
+    try:
+        return load_config().gpu_memory
+    except ConfigError:
+        return None  # reported with the config
+
+
 def run(args: argparse.Namespace) -> int:
-    report = collect(args.host, args.port, args.rpc)
+    report = collect(args.host, args.port, ",".join(map(str, args.rpc)) or None)
+    if args.model is not None:
+        report.model_plan = doctor_plan.model_plan(args, _gpu_memory(args))
     if args.json:
         print(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
     else:
@@ -348,5 +362,7 @@ def render_text(report: DoctorReport) -> str:
     for use in report.kv_cache:
         lines.append(f"  KV cache of {use.model}: {use.used_bytes / (1 << 20):.1f} MiB held of "
                      f"{use.total_bytes / (1 << 20):.1f} MiB")
+    if report.model_plan is not None:
+        lines += doctor_plan.render(report.model_plan)
     lines += [f"hint: {hint}" for hint in report.hints]
     return "\n".join(lines)
