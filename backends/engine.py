@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import llama_cpp
 
 from backends.adapters import AdapterTurns
+from backends.draft_model import DraftRunner
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
@@ -117,11 +118,15 @@ class EngineLoad:
 
 
 class Engine:
-    def __init__(self, model: LlamaModel, options: EngineOptions):
+    def __init__(self, model: LlamaModel, options: EngineOptions, draft: LlamaModel | None = None):
+        """`draft`: a draft model (`--draft-model`) the engine drafts with and closes with itself."""
         self.model = model
         self.options = options
         self._pool = KvPool(model, ctx_size=options.ctx_size, parallel=options.parallel,
                             batch_size=options.batch_size, threads=options.threads, cache_type=options.cache_type)
+        self._drafts = None if draft is None else DraftRunner(
+            draft, n_ctx=self._pool.n_ctx, parallel=options.parallel, batch_size=options.batch_size,
+            threads=options.threads, target_vocab=model.n_vocab)
         self._ctx, self._memory = self._pool.ctx, self._pool.memory
         self.ctx_size = self._pool.share  # a request's window unless it needs more (see KvPool)
         self.request_limit = self._pool.request_limit
@@ -164,6 +169,10 @@ class Engine:
         self._aborting: Exception | None = None
         self.abandoned: Exception | None = None  # set when its device went away for good
         self._thread.start()
+
+    @property
+    def draft_model(self) -> LlamaModel | None:
+        return self._drafts.model if self._drafts is not None else None
 
     # ---- asyncio side -------------------------------------------------------------------
 
@@ -247,6 +256,9 @@ class Engine:
             self._images.close()
         self._pool.close()
         self._ctx = None
+        if self._drafts is not None:
+            self._drafts.close()
+            self._drafts.model.close()
 
     # ---- scheduler thread ---------------------------------------------------------------
 
@@ -404,7 +416,7 @@ class Engine:
             guard=job.guard,
             token_bytes=self._guard_bytes if job.guard is not None else None,
         )
-        seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft)
+        seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft, self._drafts is not None)
         if echo_from >= 0:
             seq.echo_from = max(echo_from, 1)
             seq.prompt_entries = [None] if echo_from == 0 else []
@@ -528,6 +540,8 @@ class Engine:
         prompt_room = 0 if deep and not self._prefill_turn else self._prefill_budget.tokens(self._decoding, room)
         rows, prefill, self._prefilled = 0, False, 0
         self._prompt_rows.clear()
+        if self._drafts is not None and not self._prefill_turn:
+            self._drafts.prepare_for(sequences, room)
         for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
             if not seq.prefilling:
@@ -664,6 +678,7 @@ class Engine:
             slot.cut(keep)
         assert seq.drafter is not None  # only a drafting sequence has a draft
         seq.drafter.settle(len(draft), kept)
+        seq.kept += kept
 
     def _score_prompt(self) -> None:
         for seq, row, position in self._prompt_rows:
@@ -736,7 +751,8 @@ class Engine:
         self._emit(seq.handle, ChoiceFinished(seq.choice, reason, len(seq.prompt), seq.generated, seq.cached,
                                               seq.drafted, seq.drafter.matched if seq.drafter else 0,
                                               seq.first_token_at,
-                                              seq.stops.matched if reason == "stop" and not release_held else None))
+                                              seq.stops.matched if reason == "stop" and not release_held else None,
+                                              seq.kept))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:

@@ -229,6 +229,7 @@ class ChoiceFinished:
     draft_accepted: int = 0  # predicted tokens confirmed by the output (each position once)
     first_token_at: float | None = None  # time.perf_counter() when the choice's first token was sampled
     stop_sequence: str | None = None  # the job's stop string that ended the choice (None: EOS, grammar, length)
+    draft_kept: int = 0  # drafted tokens the output kept (from any drafter)
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, Protocol
 
+from backends.draft_model import load_draft
 from backends.engine import Engine, EngineOptions
 from backends.fit import Plan
 from backends.fit_inputs import FitLimits, offload_rooms, plan_load
@@ -619,7 +620,7 @@ class ModelRegistry:
     @staticmethod
     def _check_file(spec: ModelSpec) -> None:
         for path, what in ((spec.path, "LoRA adapter file" if spec.base is not None else "model file"),
-                           (spec.mmproj, "projector file"),
+                           (spec.mmproj, "projector file"), (spec.draft_model, "draft model file"),
                            (spec.chat_template, "chat template")):
             if path is not None and not path.is_file():
                 raise ModelLoadError(f"{what} of {spec.id} not found: {path}")
@@ -684,11 +685,16 @@ class ModelRegistry:
                 )
 
                 projector = Projector(model, spec.mmproj, threads=options.threads)
+            draft = None
             try:
-                engine = Engine(model, options)
+                if spec.draft_model is not None:  # on the GPUs when the model is
+                    draft = load_draft(model, spec.draft_model, dataclasses.replace(
+                        self.model_options, gpu_layers=-1 if gpu_layers else 0, devices=devices))
+                engine = Engine(model, options, draft)
             except BaseException:
-                if projector is not None:
-                    projector.close()
+                for part in (projector, draft):
+                    if part is not None:
+                        part.close()
                 raise
         except BaseException:
             model.close()
@@ -791,4 +797,4 @@ def _free(served: ServedModel) -> None:
 
 def model_files(spec: ModelSpec) -> list[Path]:
     """The files a load reads: the GGUF's parts and the projector."""
-    return [*gguf_parts(spec.path), *([spec.mmproj] if spec.mmproj is not None else [])]
+    return [*gguf_parts(spec.path), *(path for path in (spec.mmproj, spec.draft_model) if path is not None)]

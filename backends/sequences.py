@@ -6,6 +6,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
+from backends.draft_model import ModelDrafter
 from backends.drafting import Drafter, LookupDrafter
 from backends.jobs import JobHandle, LogprobOptions, PromptSpec, TokenLogprob
 from backends.prefix import Slot
@@ -45,6 +46,7 @@ class Sequence:
         "group",
         "handle",
         "images",
+        "kept",
         "last_token",
         "logprobs",
         "mark",
@@ -58,7 +60,8 @@ class Sequence:
         "stops",
     )
 
-    def __init__(self, slot: Slot, waiting: Waiting, sampler: SamplerChain, cached: int, auto_draft: bool):
+    def __init__(self, slot: Slot, waiting: Waiting, sampler: SamplerChain, cached: int, auto_draft: bool,
+                 draft_model: bool = False):
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
@@ -83,9 +86,13 @@ class Sequence:
         self.echo_from = -1
         self.prompt_entries: list[TokenLogprob | None] | None = None
         draft = waiting.handle.job.draft
-        self.drafter = Drafter(draft) if draft else LookupDrafter(self.prompt) if auto_draft else None
+        # A request's prediction wins; a draft model drafts where the prompt lookup has nothing
+        lookup = LookupDrafter(self.prompt) if auto_draft else None
+        self.drafter: Drafter | LookupDrafter | ModelDrafter | None = (
+            Drafter(draft) if draft else ModelDrafter(slot, lookup) if draft_model else lookup)
         self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
         self.drafted = 0
+        self.kept = 0  # drafted tokens the output kept
         self.first_token_at: float | None = None
 
     @property

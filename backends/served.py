@@ -84,6 +84,7 @@ class ModelSpec:
     mmproj: Path | None = None  # the multimodal projector that lets it read images
     cache_type: str | None = None  # the KV cache's element type; None: the engine options'
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
+    draft_model: Path | None = None  # a smaller model of the same vocabulary that drafts for it (--draft-model)
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)
     tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers
     # tensors placed apart from their layer (--cpu-moe, --n-cpu-moe, --override-tensor)

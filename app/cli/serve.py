@@ -84,6 +84,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="most alternatives per token that logprobs / top_logprobs may ask for")
     serve.add_argument("--chat-template", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a Jinja chat template replacing the own template of the --model before it")
+    serve.add_argument("--draft-model", action=ForLastModel, type=Path, default=[], metavar="FILE",
+                       help="a smaller model of the same vocabulary that drafts tokens for the --model before it; "
+                            "the model checks them in its batched step and keeps what it would have chosen anyway")
     serve.add_argument("--mmproj", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="the multimodal projector (mmproj GGUF) of the --model before it: it reads images")
     serve.add_argument("--allow-private-media-urls", action="store_true",

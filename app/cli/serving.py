@@ -52,7 +52,7 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
     try:
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
-                        args.tensor_split, args.lora, command_line_overrides(args)),
+                        args.tensor_split, args.lora, command_line_overrides(args), args.draft_model),
             ModelOptions(use_mmap=args.mmap), options,
             max_loaded=args.max_loaded or config.max_loaded, memory_budget=memory_budget,
             fit_limits=FitLimits(gpu_memory=gpu_memory(args, config)),
@@ -107,7 +107,8 @@ def model_specs(paths: list[Path], aliases: list[str | None],
                 config: Config | None = None, projectors: list[Path | None] | None = None,
                 rpc: tuple[Endpoint, ...] = (), tensor_split: tuple[float, ...] = (),
                 loras: list[LoraOption] | None = None,
-                tensor_overrides: tuple[TensorOverride, ...] = ()) -> list[ModelSpec]:
+                tensor_overrides: tuple[TensorOverride, ...] = (),
+                drafts: list[Path | None] | None = None) -> list[ModelSpec]:
     """The command line's models (loaded at start-up; `aliases`, `templates` and `projectors`
     hold one entry per model, None: none) and their LoRA adapters, then the config file's (loaded
     on first use). The embedded default model when there are neither (or when `loras` are for it)."""
@@ -116,17 +117,21 @@ def model_specs(paths: list[Path], aliases: list[str | None],
     if not paths and configured and not loras:
         return configured
     paths = paths or [default_model_path()]
-    templates, projectors = templates or [], projectors or []
+    templates, projectors, drafts = templates or [], projectors or [], drafts or []
     for template in templates:
         if template is not None and not template.is_file():
             raise ModelLoadError(f"chat template not found: {template}")
     for projector in projectors:
         if projector is not None and not projector.is_file():
             raise ModelLoadError(f"projector not found: {projector}")
+    for draft in drafts:
+        if draft is not None and not draft.is_file():
+            raise ModelLoadError(f"draft model not found: {draft}")
     given = [
         ModelSpec(path, aliases[i] if i < len(aliases) else None, templates[i] if i < len(templates) else None,
                   gpu_layers=gpu_layers, mmproj=projectors[i] if i < len(projectors) else None, rpc=rpc,
-                  tensor_split=tensor_split, tensor_overrides=tensor_overrides)
+                  tensor_split=tensor_split, tensor_overrides=tensor_overrides,
+                  draft_model=drafts[i] if i < len(drafts) else None)
         for i, path in enumerate(paths)
     ]
     adapters = [ModelSpec(lora.path, lora.alias, base=given[lora.model].id, lora_scale=lora.scale) for lora in loras]
@@ -154,6 +159,8 @@ def _placement(served: ServedModel) -> str:
     where = ""
     if served.workers is not None:
         where = f", layers on RPC workers {', '.join(map(str, served.workers.endpoints))}"
+    if (draft := served.engine.draft_model) is not None:
+        where += f", drafting with {draft.path.name}"
     if served.placement is not None and served.placement.devices:
         where += f", {served.placement.reason}"
     if served.model.overridden:  # what --cpu-moe, --n-cpu-moe and --override-tensor placed

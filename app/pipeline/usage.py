@@ -41,6 +41,7 @@ class UsageCounter:
     cached_tokens: int = 0
     draft_tokens: int = 0
     draft_accepted: int = 0
+    draft_kept: int = 0  # drafted tokens the output kept, over all choices
     finished: set[int] = field(default_factory=set)  # the choices counted from their ChoiceFinished
     stop_sequences: dict[int, str] = field(default_factory=dict)  # per choice: the stop string that ended it
     generated: dict[int, int] = field(default_factory=dict)  # per finished choice: its completion tokens
@@ -56,6 +57,7 @@ class UsageCounter:
         self.generated[event.choice] = event.completion_tokens
         self.draft_tokens += event.draft_tokens
         self.draft_accepted = max(self.draft_accepted, event.draft_accepted)  # choices share one prediction
+        self.draft_kept += event.draft_kept
 
     def add_unfinished(self, handle: JobHandle) -> None:
         """The choices that never finished (their client left, or the job failed): the tokens

@@ -11,6 +11,8 @@ Metrics (labels in braces):
 - `fireside_http_request_duration_seconds{route}` histogram, arrival to the last byte sent
 - `fireside_prompt_tokens_total{model}`, `fireside_cached_prompt_tokens_total{model}`,
   `fireside_completion_tokens_total{model}` counters
+- `fireside_draft_tokens_total{model}` and `fireside_draft_accepted_tokens_total{model}` counters:
+  drafted tokens checked and kept (acceptance: their ratio)
 - `fireside_time_to_first_token_seconds{model}` histogram
 - `fireside_decode_tokens_per_second{model}` histogram, tokens after each choice's first one
 - `fireside_queue_depth{model}` requests waiting for a slot, `fireside_slots_busy{model}`,
@@ -107,6 +109,10 @@ class Metrics:
                                      ["model"], registry=registry)
         self.completion_tokens = Counter("fireside_completion_tokens", "Generated tokens (output)", ["model"],
                                          registry=registry)
+        self.drafted_tokens = Counter("fireside_draft_tokens", "Drafted tokens checked by the model (a draft "
+                                      "model, prompt lookup or a prediction)", ["model"], registry=registry)
+        self.kept_tokens = Counter("fireside_draft_accepted_tokens", "Drafted tokens the output kept", ["model"],
+                                   registry=registry)
         self.ttft = Histogram("fireside_time_to_first_token_seconds", "Time from arrival to the first token",
                               ["model"], buckets=TTFT_BUCKETS, registry=registry)
         self.decode_rate = Histogram("fireside_decode_tokens_per_second",
@@ -131,6 +137,9 @@ class Metrics:
         self.prompt_tokens.labels(model).inc(counter.prompt_tokens)
         self.cached_tokens.labels(model).inc(counter.cached_tokens)
         self.completion_tokens.labels(model).inc(counter.completion_tokens)
+        if counter.draft_tokens:
+            self.drafted_tokens.labels(model).inc(counter.draft_tokens)
+            self.kept_tokens.labels(model).inc(counter.draft_kept)
         with self._lock:
             prompt, cached = self._cache_totals.get(model, (0, 0))
             self._cache_totals[model] = (prompt + counter.prompt_tokens, cached + counter.cached_tokens)

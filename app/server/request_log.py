@@ -86,7 +86,8 @@ def fields(record: RequestRecord) -> dict[str, Any]:
         ttft = record.ttft
         out.update(stream=record.job.stream, prompt_tokens=counter.prompt_tokens,
                    cached_tokens=counter.cached_tokens, completion_tokens=counter.completion_tokens,
-                   drafted_tokens=counter.draft_tokens or None,  # checked in batches (a prediction, or prompt lookup)
+                   drafted_tokens=counter.draft_tokens or None,  # checked in batches (a prediction, prompt lookup, a draft model)
+                   accepted_draft_tokens=counter.draft_kept if counter.draft_tokens else None,
                    ttft_ms=ttft * 1000 if ttft is not None else None)
     out.update(total_ms=record.seconds * 1000, disconnected=record.disconnected, user=record.user,
                metadata=record.metadata or None, error=record.error)

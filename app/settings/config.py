@@ -14,6 +14,7 @@ context_size = 8192        # tokens per request (0: the model's own, at most 409
 gpu_layers = "auto"        # a number, -1 for all, or "auto" (default): the fit, experts to the CPU first
 cache_type = "q8_0"        # the KV cache's element type: f16 (default), q8_0 or q4_0 (less memory)
 draft = "off"              # automatic drafts by prompt lookup: "auto" (default) or "off"
+draft_model = "Qwen/.../qwen2.5-0.5b-instruct-q8_0.gguf"  # a small model of the same vocabulary drafts for it
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
 keep_alive = "5m"          # unloaded after this long unused ("0": at once, "-1": never)
 mmproj = "Qwen/.../mmproj.gguf"                    # a multimodal projector beside the model
@@ -107,6 +108,7 @@ class ModelEntry:
     pooling: str | None = None  # a `backends.embedder.Pooling` name
     cache_type: str | None = None  # the KV cache's element type; None: --cache-type
     draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
+    draft_model: Path | None = None  # absolute
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers
     tensor_split: tuple[float, ...] = ()  # the share of layers on each device (the workers' first)
     tensor_overrides: tuple[TensorOverride, ...] = ()  # cpu_moe, n_cpu_moe, override_tensor
@@ -182,7 +184,7 @@ def _path(value: Any, base: Path, where: str) -> Path:
 
 
 MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
-                        "sampling", "mmproj", "pooling", "cache_type", "draft", "rpc", "tensor_split",
+                        "sampling", "mmproj", "pooling", "cache_type", "draft", "draft_model", "rpc", "tensor_split",
                         "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
                         "override_tensor"})
 ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
@@ -259,6 +261,7 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         pooling=pooling,
         cache_type=cache_type,
         draft=draft,
+        draft_model=_path(raw["draft_model"], models_dir(), where("draft_model")) if "draft_model" in raw else None,
         rpc=rpc,
         tensor_split=tensor_split,
         tensor_overrides=_tensor_overrides(raw, where),
@@ -315,7 +318,7 @@ def _adapter(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> t
 
 # what only a model loaded here has: none of it applies to one that runs upstream
 LOCAL_KEYS = ("file", "context_size", "gpu_layers", "chat_template", "keep_alive", "mmproj", "pooling", "cache_type",
-              "draft", "rpc", "tensor_split", "cpu_moe", "n_cpu_moe", "override_tensor")
+              "draft", "draft_model", "rpc", "tensor_split", "cpu_moe", "n_cpu_moe", "override_tensor")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -482,7 +485,7 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
                      base=entry.base, lora_scale=entry.lora_scale, tensor_overrides=entry.tensor_overrides,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, draft=entry.draft, rpc=entry.rpc, tensor_split=entry.tensor_split,
+                     cache_type=entry.cache_type, draft=entry.draft, draft_model=entry.draft_model, rpc=entry.rpc, tensor_split=entry.tensor_split,
                      upstream=entry.upstream, eager=False, reread=reread)
 
 

@@ -21,6 +21,10 @@ def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens:
         metrics["speculation-prompt-tokens"] = speculation_tokens
         metrics["speculation-prompt-matched-tokens"] = counter.draft_accepted
         metrics["speculation-generated-tokens"] = counter.draft_tokens
+    elif counter.draft_tokens:  # drafts of a draft model or of prompt lookup
+        metrics["speculation-generated-tokens"] = counter.draft_tokens
+    if counter.draft_tokens:
+        metrics["speculation-acceptance"] = round(counter.draft_kept / counter.draft_tokens, 4)
     return metrics
 
 

@@ -1,0 +1,280 @@
+"""Drafts from a small model of the same family (`--draft-model`): it runs on a context of its own
+beside the target, greedily proposes the next tokens of every decoding stream, and the target
+checks them in its normal batched step (`Engine._check_draft`), keeping a drafted token only where
+it samples that very token, so output is what decoding one token at a time gives: greedy
+identical, a seeded sampler drawing as often and the same.
+
+One draft step serves every stream: the streams' new tokens (their prompt the first time, then
+what the target accepted) go into the draft's cache in one batch, then each draft token of all
+streams in one batch more. The draft's cache keeps what it has seen per slot, so a stream's next
+proposal only feeds what changed (a prefix shared with the slot's previous request too).
+
+A draft stops early where its own top probability falls below `P_MIN` (llama.cpp's default for
+`--draft-p-min`): there it guesses, and a guess costs the target a row. Per stream the draft length
+doubles while drafts are kept whole and shrinks to what was kept when not; drafts that keep
+nothing make the stream wait longer before the next (up to `MAX_COOLDOWN` steps), so a useless
+draft model costs about nothing after a few steps.
+
+A prompt-lookup draft (`--draft auto`) and a draft model together: the lookup wins when it has a
+proposal (it costs nothing and, when it matches, is usually longer); a request's `prediction` wins
+over both (it is what the caller knows the output repeats).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence as Seq
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import llama_cpp
+import numpy as np
+
+from backends.drafting import MAX_COOLDOWN, LookupDrafter
+from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
+from backends.prefix import common_prefix_length
+
+if TYPE_CHECKING:
+    from backends.prefix import Slot
+    from backends.sequences import Sequence
+
+P_MIN = 0.75  # llama.cpp's --draft-p-min default
+MAX_MODEL_DRAFT = 16  # llama.cpp's --draft-max default
+FIRST_DRAFT = 4
+VOCAB_SIZE_SLACK = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
+FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID: the first special tokens may differ
+
+
+def incompatibility(target: LlamaModel, draft: LlamaModel) -> str | None:
+    """Why `draft` cannot draft for `target` (its tokens would mean other text), or None. The checks
+    llama.cpp's speculative decoding makes: the same tokenizer type, BOS and EOS, vocabulary sizes
+    within 128 and the same text for every token both have."""
+    t, d = target.vocab, draft.vocab
+    if llama_cpp.llama_vocab_type(t) != llama_cpp.llama_vocab_type(d):
+        return "its tokenizer is of another type"
+    for name in ("bos", "eos"):
+        own, other = (getattr(llama_cpp, f"llama_vocab_{name}")(v) for v in (t, d))
+        if own != other:
+            return f"its {name.upper()} token is {other}, the model's is {own}"
+    if abs(target.n_vocab - draft.n_vocab) > VOCAB_SIZE_SLACK:
+        return f"its vocabulary has {draft.n_vocab} tokens, the model's {target.n_vocab}"
+    for token in range(FIRST_CHECKED_TOKEN, min(target.n_vocab, draft.n_vocab)):
+        if llama_cpp.llama_vocab_get_text(t, token) != llama_cpp.llama_vocab_get_text(d, token):
+            return (f"token {token} is {target.token_text(token)!r} in the model's vocabulary and "
+                    f"{draft.token_text(token)!r} in the draft's")
+    return None
+
+
+def load_draft(target: LlamaModel, path: Path, options: ModelOptions) -> LlamaModel:
+    """The draft model at `path` for `target`; ModelLoadError when it cannot load or cannot draft for it."""
+    draft = LlamaModel(path, options)
+    problem = incompatibility(target, draft)
+    if problem is not None:
+        draft.close()
+        raise ModelLoadError(f"{path.name} cannot draft for {target.path.name}: {problem} (a draft model needs the "
+                             "same vocabulary: a smaller model of the same family)")
+    return draft
+
+
+class ModelDrafter:
+    """One stream's drafts: what the shared `DraftRunner` prepared for it this step, or the
+    prompt lookup's when that has one."""
+
+    __slots__ = ("_failures", "_lookup", "_ready", "_size", "_source", "_wait", "matched", "slot")
+
+    def __init__(self, slot: Slot, lookup: LookupDrafter | None):
+        self.slot = slot
+        self._lookup = lookup
+        self._ready: tuple[int, ...] = ()
+        self._source: LookupDrafter | None = None  # who proposed the draft being checked (None: the model)
+        self._size = FIRST_DRAFT
+        self._wait = 0
+        self._failures = 0
+        self.matched = 0  # drafted tokens the output kept (ChoiceFinished.draft_accepted)
+
+    @staticmethod
+    def allowed(decoding: int, prefilling: int) -> bool:
+        return True
+
+    def wanted(self, limit: int) -> int:
+        """How many tokens to ask the draft model for this step (0: none); the lookup's draft is
+        taken here when it has one."""
+        self._ready, self._source = (), None
+        if self._lookup is not None and (found := self._lookup.propose(limit)):
+            self._ready, self._source = found, self._lookup
+            return 0
+        if self._wait:
+            self._wait -= 1
+            return 0
+        return min(self._size, limit)
+
+    def prepared(self, draft: tuple[int, ...]) -> None:
+        self._ready = draft
+
+    def propose(self, limit: int) -> tuple[int, ...]:
+        ready, self._ready = self._ready[:limit], ()
+        return ready
+
+    def observe(self, token: int) -> None:
+        if self._lookup is not None:
+            self._lookup.observe(token)
+
+    def settle(self, drafted: int, accepted: int) -> None:
+        self.matched += accepted
+        if self._source is not None:
+            self._source.settle(drafted, accepted)
+            return
+        if accepted == drafted:
+            self._size = min(self._size * 2, MAX_MODEL_DRAFT)
+        else:
+            self._size = max(2, accepted + 1)
+        if accepted:
+            self._failures = 0
+        else:
+            self._failures += 1
+            self._wait = min(MAX_COOLDOWN, 1 << self._failures)
+
+
+class DraftRunner:
+    """The draft model's context: one cache sequence per slot of the target, as the target's."""
+
+    def __init__(self, draft: LlamaModel, *, n_ctx: int, parallel: int, batch_size: int, threads: int,
+                 target_vocab: int):
+        self.model = draft
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = n_ctx
+        params.n_batch = params.n_ubatch = batch_size
+        params.n_seq_max = parallel
+        params.n_threads = params.n_threads_batch = threads
+        params.kv_unified = True  # a stream may grow past a slot's share, as the target's unified pool lets it
+        params.no_perf = True
+        self._ctx = llama_cpp.llama_init_from_model(draft.handle, params)
+        if not self._ctx:
+            raise ModelLoadError(f"cannot create a context of {n_ctx} tokens for the draft model {draft.path}")
+        self._memory = llama_cpp.llama_get_memory(self._ctx)
+        self._n_ctx = n_ctx
+        self._batch_size = batch_size
+        self._batch = llama_cpp.llama_batch_init(batch_size, 0, 1)
+        self._cached: list[list[int]] = [[] for _ in range(parallel)]  # tokens in the draft's cache, per slot
+        self._vocab = min(draft.n_vocab, target_vocab)  # a drafted token must be one the target has
+        self._scratch = np.empty(draft.n_vocab, dtype=np.float32)  # softmax of one row, reused
+
+    def set_threads(self, threads: int) -> None:
+        llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
+
+    def prepare_for(self, sequences: Seq[Sequence], room: int) -> None:
+        """This step's proposals for every decoding stream that drafts with the model, `room`
+        rows at most each."""
+        streams = []
+        for seq in sequences:
+            drafter = seq.drafter
+            if type(drafter) is not ModelDrafter or seq.prefilling or (seq.budget is not None and seq.budget.forced):
+                continue
+            limit = min(room, seq.max_tokens - seq.generated - 1)
+            if limit > 0 and (count := drafter.wanted(limit)):
+                streams.append((drafter, seq.slot.tokens, seq.last_token, count))
+        self.prepare(streams)
+
+    def prepare(self, streams: Seq[tuple[ModelDrafter, list[int], int, int]]) -> None:
+        """Draft for each (drafter, tokens, fed, count): `tokens` are what the target's slot holds
+        before this step, `fed` the token the step feeds after them, `count` how many tokens the
+        drafter wants."""
+        wanted = [(drafter, tokens, fed, count) for drafter, tokens, fed, count in streams
+                  if count > 0 and len(tokens) + 1 + count < self._n_ctx]
+        if not wanted:
+            return
+        rows = self._catch_up(wanted)
+        drafts: dict[int, list[int]] = {id(drafter): [] for drafter, *_ in wanted}
+        going = [(drafter, len(tokens) + 1, count, row) for (drafter, tokens, _, count), row in zip(wanted, rows, strict=True)]
+        while going:
+            next_going = []
+            n = 0
+            for drafter, length, count, row in going:
+                token = self._pick(row)
+                if token is None:
+                    continue
+                draft = drafts[id(drafter)]
+                draft.append(token)
+                if len(draft) < count:
+                    slot = drafter.slot.id
+                    self._put(n, token, length + len(draft) - 1, slot, True)
+                    self._cached[slot].append(token)
+                    next_going.append((drafter, length, count, n))
+                    n += 1
+            if not next_going:
+                break
+            self._batch.n_tokens = n
+            if llama_cpp.llama_decode(self._ctx, self._batch) != 0:
+                self._forget([drafter for drafter, *_ in next_going])
+                break
+            going = next_going
+        for drafter, *_ in wanted:
+            drafter.prepared(tuple(drafts[id(drafter)]))
+
+    def _catch_up(self, wanted: list[tuple[ModelDrafter, list[int], int, int]]) -> list[int]:
+        """Feed each stream's tokens past what the draft's cache holds of them (at least the fed
+        token, whose logits the first draft token comes from); returns each stream's logits row
+        in the last batch (-1: none, no draft for it this step)."""
+        pending: list[tuple[int, int, int, bool]] = []  # (token, position, slot, logits)
+        for drafter, tokens, fed, _ in wanted:
+            slot = drafter.slot.id
+            cached = self._cached[slot]
+            common = common_prefix_length(cached, tokens)
+            new = tokens[common:]
+            if new and min(new) < 0:  # an image's placeholders: the draft model cannot read it
+                continue
+            if common < len(cached):
+                llama_cpp.llama_memory_seq_rm(self._memory, slot, common, -1)
+                del cached[common:]
+            for position, token in enumerate(new, start=common):
+                pending.append((token, position, slot, False))
+            pending.append((fed, len(tokens), slot, True))
+            cached.extend(new)
+            cached.append(fed)
+        rows: dict[int, int] = {}
+        for start in range(0, len(pending), self._batch_size):
+            chunk = pending[start:start + self._batch_size]
+            last = start + self._batch_size >= len(pending)
+            for n, (token, position, slot, logits) in enumerate(chunk):
+                self._put(n, token, position, slot, logits and last)
+                if logits and last:
+                    rows[slot] = n
+            self._batch.n_tokens = len(chunk)
+            if llama_cpp.llama_decode(self._ctx, self._batch) != 0:
+                self._forget([drafter for drafter, *_ in wanted])
+                return [-1] * len(wanted)
+        # a stream whose fed token went in an earlier chunk of a long catch-up drafts next step
+        return [rows.get(drafter.slot.id, -1) for drafter, *_ in wanted]
+
+    def _forget(self, drafters: list[ModelDrafter]) -> None:
+        for drafter in drafters:
+            llama_cpp.llama_memory_seq_rm(self._memory, drafter.slot.id, -1, -1)
+            self._cached[drafter.slot.id].clear()
+
+    def _pick(self, row: int) -> int | None:
+        """The draft's most likely token at `row`, or None where it is not sure enough (or the row is gone)."""
+        if row < 0:
+            return None
+        pointer = llama_cpp.llama_get_logits_ith(self._ctx, row)
+        logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(self.model.n_vocab,))
+        token = int(logits.argmax())
+        scratch = self._scratch
+        np.subtract(logits, logits[token], out=scratch)
+        np.exp(scratch, out=scratch)
+        if 1.0 / float(scratch.sum()) < P_MIN or token >= self._vocab:
+            return None
+        return token
+
+    def _put(self, row: int, token: int, position: int, slot: int, logits: bool) -> None:
+        batch = self._batch
+        batch.token[row] = token
+        batch.pos[row] = position
+        batch.n_seq_id[row] = 1
+        batch.seq_id[row][0] = slot
+        batch.logits[row] = logits
+
+    def close(self) -> None:
+        if self._ctx is not None:
+            llama_cpp.llama_batch_free(self._batch)
+            llama_cpp.llama_free(self._ctx)
+            self._ctx = None
