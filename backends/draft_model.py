@@ -25,7 +25,7 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Sequence as Seq
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import llama_cpp
 import numpy as np
@@ -36,7 +36,6 @@ from backends.prefix import common_prefix_length
 
 if TYPE_CHECKING:
     from backends.prefix import Slot
-    from backends.sequences import Sequence
 
 P_MIN = 0.75  # llama.cpp's --draft-p-min default
 MAX_MODEL_DRAFT = 16  # llama.cpp's --draft-max default
@@ -162,9 +161,9 @@ class DraftRunner:
     def set_threads(self, threads: int) -> None:
         llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
 
-    def prepare_for(self, sequences: Seq[Sequence], room: int) -> None:
-        """This step's proposals for every decoding stream that drafts with the model, `room`
-        rows at most each."""
+    def prepare_for(self, sequences: Seq[Any], room: int) -> None:
+        """This step's proposals for every decoding stream (`backends.sequences.Sequence`, which
+        imports this module) that drafts with the model, `room` rows at most each."""
         streams = []
         for seq in sequences:
             drafter = seq.drafter

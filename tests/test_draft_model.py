@@ -155,3 +155,13 @@ def test_a_lookup_draft_wins_over_the_draft_model_when_it_has_one() -> None:
     assert alone.propose(1) == (9,)
     alone.settle(1, 0)  # a draft that kept nothing: the stream waits before drafting again
     assert alone.wanted(8) == 0 and alone.wanted(8) == 0 and alone.wanted(8) == 2
+
+
+def test_doctor_shows_the_configured_pairing(tmp_path: Path, monkeypatch, capsys) -> None:
+    from app.cli import main
+
+    config = tmp_path / "config.toml"
+    config.write_text('[[models]]\nid = "big"\nfile = "/models/big.gguf"\ndraft_model = "/models/small.gguf"\n')
+    monkeypatch.setenv("FIRESIDE_CONFIG_DIR", str(tmp_path))
+    assert main(["doctor", "--port", "1"]) == 0
+    assert "models with a draft model: big: /models/small.gguf" in capsys.readouterr().out

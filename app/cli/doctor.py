@@ -84,6 +84,7 @@ class DoctorReport(msgspec.Struct):
     # the desktop's GPUs (nvidia-smi, rocminfo, vulkaninfo, Apple Silicon), each with the build it wants
     gpus_found: list[gpu_detect.GpuFound] = []
     model_plan: doctor_plan.ModelPlan | None = None  # `--model FILE`: where its tensors would go
+    draft_pairs: list[str] = []  # configured models with a draft model: "id: draft file"
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -310,8 +311,18 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, rpc_workers: str
     report.rpc = rpc.supported()
     report.rpc_workers = _workers(rpc_workers)
     report.gpus_found = gpu_detect.detect()
+    report.draft_pairs = _draft_pairs()
     report.hints = hints(report)
     return report
+
+
+def _draft_pairs() -> list[str]:
+    from app.settings.config import ConfigError, load_config
+
+    try:
+        return [f"{entry.id}: {entry.draft_model}" for entry in load_config().models if entry.draft_model is not None]
+    except ConfigError:
+        return []  # reported with the config
 
 
 # --- printing ----------------------------------------------------------------------------------
@@ -348,6 +359,7 @@ def render_text(report: DoctorReport) -> str:
         _path_line("models folder", report.models_dir, "not created yet"),
         f"models configured: {report.models_configured if report.models_configured is not None else 'unknown'}",
         f"models that read images (with an mmproj projector): {', '.join(report.models_with_images) or 'none'}",
+        f"models with a draft model: {'; '.join(report.draft_pairs) or 'none'}",
         f"default model: {report.default_model or 'not installed'}",
         f"port {report.port.port} on {report.port.host}: "
         + ("free" if report.port.free else f"in use ({report.port.error})"),

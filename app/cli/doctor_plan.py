@@ -10,7 +10,7 @@ from pathlib import Path
 import msgspec
 
 from app.cli.placement_options import add_placement_options, command_line_overrides
-from app.server.health import Placement, placement_info
+from app.server.placement_info import Placement, placement_info
 from backends.settings import CACHE_TYPES, DEFAULT_CACHE_TYPE
 
 

@@ -1,9 +1,16 @@
 """The engine's own cost per step, without HTTP: wall time per step against time inside llama_decode.
 
-    .venv/bin/python tests/bench/bench_step_overhead.py [--streams 1 8] [--tokens 256]
+    .venv/bin/python tests/bench/bench_step_overhead.py [--streams 1 4 8] [--extras none grammar ...] [--tokens 256]
 
 What is left after decode is the scheduler's Python (batch building, sampling calls, text,
-events) plus any wait for the GIL; on the default model a decode step is 5-30 ms.
+events) plus any wait for the GIL; on the default model a decode step is 5-30 ms. On a GPU a
+7B-30B model decodes a step in 5-15 ms, and this host time is what the GPU waits on.
+
+Each extra is measured on its own: `none` (greedy), `grammar` (a GBNF grammar constrains every
+token), `logprobs` (the top 5 alternatives of every token), `draft` (a draft model, the default
+model cut to 2 blocks by tests/fixtures/make_cut_draft.py: its own decodes count as decode time,
+not host time, and a step is one of the model's), `lora` (every stream under a seeded LoRA
+adapter from tests/fixtures/make_tiny_lora.py).
 """
 
 from __future__ import annotations
@@ -20,35 +27,41 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from backends.engine import Engine, EngineOptions  # noqa: E402
-from backends.jobs import GenerationJob, PromptSpec, SamplingParams  # noqa: E402
-from backends.llama_model import LlamaModel, ModelOptions  # noqa: E402
-from backends.registry import default_model_path  # noqa: E402
-from backends.threads import physical_cores  # noqa: E402
+from backends.engine import Engine, EngineOptions
+from backends.jobs import GenerationJob, PromptSpec, SamplingParams
+from backends.llama_model import LlamaModel, ModelOptions
+from backends.registry import default_model_path
+from backends.threads import physical_cores
 
 decode_time = {"seconds": 0.0, "steps": 0}
+counted: dict[str, object] = {"ctx": None}  # a step counts when it decodes this context (None: any)
 _decode = llama_cpp.llama_decode
 
 
-def _timed_decode(ctx, batch):  # noqa: ANN001, ANN202
+def _timed_decode(ctx, batch):
     start = time.perf_counter()
     try:
         return _decode(ctx, batch)
     finally:
         decode_time["seconds"] += time.perf_counter() - start
-        decode_time["steps"] += 1
+        if counted["ctx"] is None or ctx is counted["ctx"]:
+            decode_time["steps"] += 1
 
 
 llama_cpp.llama_decode = _timed_decode
 
 
-async def measure(engine: Engine, model: LlamaModel, streams: int, tokens: int) -> tuple[float, float]:
+EXTRAS = ("none", "grammar", "logprobs", "draft", "lora")
+GRAMMAR = 'root ::= [a-zA-Z ,.;:!?\'\\n-]*'  # prose: almost every step keeps going
+
+
+async def measure(engine: Engine, model: LlamaModel, streams: int, tokens: int, **job: object) -> tuple[float, float]:
     async def one(i: int) -> None:
         prompt = model.tokenize(f"Story {i}. The lighthouse keeper climbed the stairs.", add_special=True,
                                 parse_special=True)
-        job = GenerationJob((PromptSpec(tuple(prompt), tokens),), 1,
-                            SamplingParams(temperature=0, ignore_eos=True), stream=True)
-        async for _ in engine.submit(job).events():
+        generation = GenerationJob((PromptSpec(tuple(prompt), tokens),), 1,
+                                   SamplingParams(temperature=0, ignore_eos=True), stream=True, **job)
+        async for _ in engine.submit(generation).events():
             pass
 
     await asyncio.gather(*(one(i) for i in range(streams)))  # warm: caches and graphs
@@ -60,22 +73,56 @@ async def measure(engine: Engine, model: LlamaModel, streams: int, tokens: int) 
     return 1000 * wall / steps, 1000 * decode_time["seconds"] / steps
 
 
+def _engine(model: LlamaModel, extra: str, parallel: int, threads: int, folder: Path) -> tuple[Engine, dict]:
+    """An engine for the extra, and the job fields that ask for it."""
+    from backends.adapters import AdapterSet, LoraAdapter
+    from backends.grammar import GrammarCache
+    from backends.jobs import LogprobOptions
+    from tests.fixtures.make_cut_draft import write_cut_draft
+    from tests.fixtures.make_tiny_lora import write_adapter
+
+    draft = None
+    if extra == "draft":
+        draft = LlamaModel(write_cut_draft(default_model_path(), folder / "cut.gguf"), ModelOptions())
+    engine = Engine(model, EngineOptions(ctx_size=1024, parallel=parallel, threads=threads, auto_draft=False), draft)
+    counted["ctx"] = engine._ctx
+    if extra == "grammar":
+        return engine, {"grammar": GrammarCache(model.vocab).get(GRAMMAR)}
+    if extra == "logprobs":
+        return engine, {"logprobs": LogprobOptions(top=5)}
+    if extra == "lora":
+        adapter = LoraAdapter(model, write_adapter(folder / "lora-1.gguf", 1))
+        return engine, {"adapters": AdapterSet(((adapter, 1.0),))}
+    return engine, {}
+
+
 def main() -> int:
+    import tempfile
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--streams", type=int, nargs="+", default=[1, 8])
+    parser.add_argument("--streams", type=int, nargs="+", default=[1, 4, 8])
+    parser.add_argument("--extras", nargs="+", choices=EXTRAS, default=list(EXTRAS))
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=physical_cores())
     args = parser.parse_args()
     model = LlamaModel(default_model_path(), ModelOptions())
-    engine = Engine(model, EngineOptions(ctx_size=1024, parallel=max(args.streams), threads=args.threads))
+    folder = tempfile.TemporaryDirectory()
     try:
-        for streams in args.streams:
-            wall, decode = asyncio.run(measure(engine, model, streams, args.tokens))
-            print(f"{streams} streams: {wall:.3f} ms per step, {decode:.3f} in llama_decode, "
-                  f"{wall - decode:.3f} around it ({(wall - decode) / wall:.1%})")
+        for extra in args.extras:
+            engine, job = _engine(model, extra, max(args.streams), args.threads, Path(folder.name))
+            try:
+                for streams in args.streams:
+                    wall, decode = asyncio.run(measure(engine, model, streams, args.tokens, **job))
+                    print(f"{extra:8} {streams} streams: {wall:.3f} ms per step, {decode:.3f} in llama_decode, "
+                          f"{wall - decode:.3f} around it ({(wall - decode) / wall:.1%})", flush=True)
+            finally:
+                engine.close()
+                counted["ctx"] = None
+                for adapter, _ in job["adapters"].adapters if "adapters" in job else ():
+                    adapter.close()
     finally:
-        engine.close()
         model.close()
+        folder.cleanup()
     return 0
 
 

@@ -181,7 +181,8 @@ class ChoiceExtras:
         return UsageInfo.of(counter.prompt_tokens, counter.completion_tokens, counter.cached_tokens)
 
     def perf(self, counter: UsageCounter) -> dict[str, object]:
-        return perf_metrics(self.clock, counter, len(self.job.draft))
+        return perf_metrics(self.clock, counter, len(self.job.draft),
+                            drafting_model=self.served.engine.draft_model is not None)
 
     def stream_perf(self, counter: UsageCounter) -> dict[str, object] | UnsetType:
         return self.perf(counter) if self.options.perf_in_body else UNSET

@@ -6,9 +6,12 @@ from __future__ import annotations
 from app.pipeline.usage import RequestClock, UsageCounter
 
 
-def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens: int) -> dict[str, object]:
+def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens: int, *,
+                 drafting_model: bool = False) -> dict[str, object]:
     """The metrics by the spec's names; times in seconds. `speculation_tokens`: the predicted
-    tokens each choice was given (0: no speculation)."""
+    tokens each choice was given (0: no speculation); `drafting_model`: the model has a draft
+    model (`speculation-generated-tokens` and `speculation-acceptance`, the spec's dedicated-
+    deployment metrics, then count its drafts; prompt-lookup drafts alone are not reported)."""
     metrics: dict[str, object] = {
         "prompt-tokens": counter.prompt_tokens,
         "cached-prompt-tokens": counter.cached_tokens,
@@ -21,9 +24,9 @@ def perf_metrics(clock: RequestClock, counter: UsageCounter, speculation_tokens:
         metrics["speculation-prompt-tokens"] = speculation_tokens
         metrics["speculation-prompt-matched-tokens"] = counter.draft_accepted
         metrics["speculation-generated-tokens"] = counter.draft_tokens
-    elif counter.draft_tokens:  # drafts of a draft model or of prompt lookup
+    elif drafting_model:
         metrics["speculation-generated-tokens"] = counter.draft_tokens
-    if counter.draft_tokens:
+    if (speculation_tokens or drafting_model) and counter.draft_tokens:
         metrics["speculation-acceptance"] = round(counter.draft_kept / counter.draft_tokens, 4)
     return metrics
 
