@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 import numpy as np
 
-from backends.drafting import MAX_COOLDOWN, LookupDrafter
+from backends.drafting import LookupDrafter
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 from backends.prefix import common_prefix_length
 
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 P_MIN = 0.75  # llama.cpp's --draft-p-min default
 MAX_MODEL_DRAFT = 16  # llama.cpp's --draft-max default
 FIRST_DRAFT = 4
+MAX_MODEL_COOLDOWN = 64  # steps: a useless draft costs a draft and a checked row about this seldom
 VOCAB_SIZE_SLACK = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID: the first special tokens may differ
 
@@ -75,20 +76,31 @@ def load_draft(target: LlamaModel, path: Path, options: ModelOptions) -> LlamaMo
     return draft
 
 
+class DraftTrust:
+    """How the draft model's latest drafts fared, over all streams: a new stream starts as
+    cautious as they made it (after drafts that kept nothing it waits before its first)."""
+
+    __slots__ = ("failures",)
+
+    def __init__(self) -> None:
+        self.failures = 0  # drafts in a row that kept nothing
+
+
 class ModelDrafter:
     """One stream's drafts: what the shared `DraftRunner` prepared for it this step, or the
     prompt lookup's when that has one."""
 
-    __slots__ = ("_failures", "_lookup", "_ready", "_size", "_source", "_wait", "matched", "slot")
+    __slots__ = ("_failures", "_lookup", "_ready", "_size", "_source", "_trust", "_wait", "matched", "slot")
 
-    def __init__(self, slot: Slot, lookup: LookupDrafter | None):
+    def __init__(self, slot: Slot, lookup: LookupDrafter | None, trust: DraftTrust | None = None):
         self.slot = slot
         self._lookup = lookup
         self._ready: tuple[int, ...] = ()
         self._source: LookupDrafter | None = None  # who proposed the draft being checked (None: the model)
         self._size = FIRST_DRAFT
-        self._wait = 0
-        self._failures = 0
+        self._trust = trust if trust is not None else DraftTrust()
+        self._failures = self._trust.failures
+        self._wait = _cooldown(self._failures)
         self.matched = 0  # drafted tokens the output kept (ChoiceFinished.draft_accepted)
 
     @staticmethod
@@ -127,11 +139,14 @@ class ModelDrafter:
             self._size = min(self._size * 2, MAX_MODEL_DRAFT)
         else:
             self._size = max(2, accepted + 1)
-        if accepted:
-            self._failures = 0
-        else:
-            self._failures += 1
-            self._wait = min(MAX_COOLDOWN, 1 << self._failures)
+        self._failures = 0 if accepted else self._failures + 1
+        self._wait = _cooldown(self._failures)
+        self._trust.failures = self._failures
+
+
+def _cooldown(failures: int) -> int:
+    """Steps without drafts after `failures` drafts in a row kept nothing."""
+    return min(MAX_MODEL_COOLDOWN, 1 << failures) if failures else 0
 
 
 class DraftRunner:
@@ -157,6 +172,7 @@ class DraftRunner:
         self._cached: list[list[int]] = [[] for _ in range(parallel)]  # tokens in the draft's cache, per slot
         self._vocab = min(draft.n_vocab, target_vocab)  # a drafted token must be one the target has
         self._scratch = np.empty(draft.n_vocab, dtype=np.float32)  # softmax of one row, reused
+        self.trust = DraftTrust()  # shared by the streams' drafters
 
     def set_threads(self, threads: int) -> None:
         llama_cpp.llama_set_n_threads(self._ctx, threads, threads)

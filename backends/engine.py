@@ -416,7 +416,8 @@ class Engine:
             guard=job.guard,
             token_bytes=self._guard_bytes if job.guard is not None else None,
         )
-        seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft, self._drafts is not None)
+        seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft,
+                       self._drafts.trust if self._drafts is not None else None)
         if echo_from >= 0:
             seq.echo_from = max(echo_from, 1)
             seq.prompt_entries = [None] if echo_from == 0 else []

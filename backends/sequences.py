@@ -6,7 +6,7 @@ from __future__ import annotations
 import codecs
 from dataclasses import dataclass
 
-from backends.draft_model import ModelDrafter
+from backends.draft_model import DraftTrust, ModelDrafter
 from backends.drafting import Drafter, LookupDrafter
 from backends.jobs import JobHandle, LogprobOptions, PromptSpec, TokenLogprob
 from backends.prefix import Slot
@@ -61,7 +61,7 @@ class Sequence:
     )
 
     def __init__(self, slot: Slot, waiting: Waiting, sampler: SamplerChain, cached: int, auto_draft: bool,
-                 draft_model: bool = False):
+                 draft_model: DraftTrust | None = None):
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
@@ -89,7 +89,7 @@ class Sequence:
         # A request's prediction wins; a draft model drafts where the prompt lookup has nothing
         lookup = LookupDrafter(self.prompt) if auto_draft else None
         self.drafter: Drafter | LookupDrafter | ModelDrafter | None = (
-            Drafter(draft) if draft else ModelDrafter(slot, lookup) if draft_model else lookup)
+            Drafter(draft) if draft else ModelDrafter(slot, lookup, draft_model) if draft_model else lookup)
         self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
         self.drafted = 0
         self.kept = 0  # drafted tokens the output kept
