@@ -40,6 +40,9 @@ if TYPE_CHECKING:
 P_MIN = 0.75  # llama.cpp's --draft-p-min default
 MAX_MODEL_DRAFT = 16  # llama.cpp's --draft-max default
 FIRST_DRAFT = 4
+# A draft the model is unsure of after one token is a coin toss that costs a checked row (on a
+# CPU nearly a token's decode): not proposed.
+MIN_MODEL_DRAFT = 2
 MAX_MODEL_COOLDOWN = 64  # steps: a useless draft costs a draft and a checked row about this seldom
 VOCAB_SIZE_SLACK = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID: the first special tokens may differ
@@ -77,8 +80,10 @@ def load_draft(target: LlamaModel, path: Path, options: ModelOptions) -> LlamaMo
 
 
 class DraftTrust:
-    """How the draft model's latest drafts fared, over all streams: a new stream starts as
-    cautious as they made it (after drafts that kept nothing it waits before its first)."""
+    """How the draft model's latest drafts fared, over all streams: the drafts in a row that
+    kept nothing, whichever stream they were for. A stream waits after a failed draft as long as
+    this streak says, and a new stream starts as cautious (after drafts that kept nothing it
+    waits before its first)."""
 
     __slots__ = ("failures",)
 
@@ -138,10 +143,12 @@ class ModelDrafter:
         if accepted == drafted:
             self._size = min(self._size * 2, MAX_MODEL_DRAFT)
         else:
-            self._size = max(2, accepted + 1)
-        self._failures = 0 if accepted else self._failures + 1
+            self._size = max(MIN_MODEL_DRAFT, accepted + 1)
+        # One streak for all streams: eight streams failing together are eight failures. A draft
+        # that kept less than half its tokens failed: its checked rows cost more than they gave.
+        self._trust.failures = 0 if 2 * accepted >= drafted else self._trust.failures + 1
+        self._failures = self._trust.failures
         self._wait = _cooldown(self._failures)
-        self._trust.failures = self._failures
 
 
 def _cooldown(failures: int) -> int:
@@ -224,7 +231,8 @@ class DraftRunner:
                 break
             going = next_going
         for drafter, *_ in wanted:
-            drafter.prepared(tuple(drafts[id(drafter)]))
+            draft = drafts[id(drafter)]
+            drafter.prepared(tuple(draft) if len(draft) >= MIN_MODEL_DRAFT else ())
 
     def _catch_up(self, wanted: list[tuple[ModelDrafter, list[int], int, int]]) -> list[int]:
         """Feed each stream's tokens past what the draft's cache holds of them (at least the fed
