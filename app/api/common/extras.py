@@ -182,7 +182,7 @@ class ChoiceExtras:
 
     def perf(self, counter: UsageCounter) -> dict[str, object]:
         return perf_metrics(self.clock, counter, len(self.job.draft),
-                            drafting_model=self.served.engine.draft_model is not None)
+                            drafting_model=self.served is not None and self.served.engine.draft_model is not None)
 
     def stream_perf(self, counter: UsageCounter) -> dict[str, object] | UnsetType:
         return self.perf(counter) if self.options.perf_in_body else UNSET
