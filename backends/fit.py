@@ -82,6 +82,7 @@ class FitSettings:
     margin: int = DEVICE_MARGIN  # left free on each device
     gpu_memory: int | None = None  # the most each device may take (--gpu-memory)
     host_free: int | None = None  # system memory available; None: unknown, not checked
+    reserved: int = 0  # taken on each device by something loaded beside the model (its draft model)
 
 
 @dataclass(frozen=True)
@@ -198,7 +199,7 @@ def _table(shape: ModelShape, rooms: Sequence[Room], settings: FitSettings) -> _
 # --- one layout: n_gpu_layers, moved experts and layers per device -> what each holds ----------
 
 def _budget(room: Room, settings: FitSettings) -> int:
-    budget = max(room.free - settings.margin, 0)
+    budget = max(room.free - settings.margin - settings.reserved, 0)
     return min(budget, settings.gpu_memory) if settings.gpu_memory is not None else budget
 
 

@@ -644,7 +644,7 @@ class ModelRegistry:
                              parallel=self.engine_options.parallel,
                              cache_type=spec.cache_type or self.engine_options.cache_type,
                              overrides=spec.tensor_overrides, tensor_split=spec.tensor_split,
-                             n_ubatch=self.engine_options.batch_size, limits=self.fit_limits)
+                             n_ubatch=self.engine_options.batch_size, limits=self.fit_limits, draft=spec.draft_model)
         except (GgufError, NativeFunctionMissing, OSError, ValueError) as error:
             log.warning("cannot plan where %s goes (%s): %s", spec.id, error,
                         "it loads in system memory" if spec.gpu_layers == "auto" else "loading it as configured")

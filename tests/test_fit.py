@@ -242,3 +242,10 @@ def test_the_description_names_what_each_device_holds():
                                "head; ")
     assert lines[2].startswith(f"{'system memory'}: the experts of blocks 0-6, the token embedding; ")
     assert HOST == "CPU"
+
+
+def test_a_draft_model_beside_it_takes_its_room_first():
+    # 6 GiB kept for a draft model on a 24 GiB card: 17 GiB usable (18,253,611,008), 28,293,120 short
+    # of the 18,281,904,128 everything takes: the experts of one block move.
+    placed = plan(qwen3_30b_a3b(), [card(24)], FitSettings(ctx_tokens=CTX, reserved=6 * GIB))
+    assert placed.cpu_expert_blocks == 1

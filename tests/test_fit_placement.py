@@ -242,3 +242,19 @@ def test_gpu_memory_from_the_command_line_or_the_config(tmp_path):
     config_file.write_text('gpu_memory = "lots"\n')
     with pytest.raises(ConfigError, match=r"config.toml:1: gpu_memory"):
         load_config(config_file)
+
+
+def test_a_draft_models_weights_and_cache_are_kept_free(moe: Path) -> None:  # noqa: F811
+    # The default model as the tiny MoE's draft (they share SmolLM2's vocabulary): its tensors, and
+    # its cache for the same 256 tokens (30 blocks x 768 bytes a token), come off the worker's budget.
+    from backends.fit_inputs import FitLimits
+
+    draft = default_model_path()
+    room = [Room("RPC0", 200 * 1024 * 1024)]
+    alone = plan_load(moe, room, gpu_layers="auto", limits=FitLimits(gpu_memory=EXPERTS_OF_TWO + 1, margin=0),
+                      **TOKENS_AT)
+    beside = plan_load(moe, room, gpu_layers="auto", limits=FitLimits(gpu_memory=EXPERTS_OF_TWO + 1,
+                                                                       margin=0), draft=draft, **TOKENS_AT)
+    assert alone.devices[0].budget == EXPERTS_OF_TWO + 1
+    weights = sum(read_model_shape(draft).tensors.values())
+    assert beside.devices[0].budget == 200 * 1024 * 1024 - weights - 256 * 30 * 768
