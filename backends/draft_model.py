@@ -95,7 +95,7 @@ class ModelDrafter:
     """One stream's drafts: what the shared `DraftRunner` prepared for it this step, or the
     prompt lookup's when that has one."""
 
-    __slots__ = ("_failures", "_lookup", "_ready", "_size", "_source", "_trust", "_wait", "matched", "slot")
+    __slots__ = ("_lookup", "_ready", "_size", "_source", "_trust", "_wait", "matched", "slot")
 
     def __init__(self, slot: Slot, lookup: LookupDrafter | None, trust: DraftTrust | None = None):
         self.slot = slot
@@ -104,8 +104,7 @@ class ModelDrafter:
         self._source: LookupDrafter | None = None  # who proposed the draft being checked (None: the model)
         self._size = FIRST_DRAFT
         self._trust = trust if trust is not None else DraftTrust()
-        self._failures = self._trust.failures
-        self._wait = _cooldown(self._failures)
+        self._wait = _cooldown(self._trust.failures)
         self.matched = 0  # drafted tokens the output kept (ChoiceFinished.draft_accepted)
 
     @staticmethod
@@ -147,8 +146,7 @@ class ModelDrafter:
         # One streak for all streams: eight streams failing together are eight failures. A draft
         # that kept less than half its tokens failed: its checked rows cost more than they gave.
         self._trust.failures = 0 if 2 * accepted >= drafted else self._trust.failures + 1
-        self._failures = self._trust.failures
-        self._wait = _cooldown(self._failures)
+        self._wait = _cooldown(self._trust.failures)
 
 
 def _cooldown(failures: int) -> int:
@@ -178,7 +176,7 @@ class DraftRunner:
         self._batch = llama_cpp.llama_batch_init(batch_size, 0, 1)
         self._cached: list[list[int]] = [[] for _ in range(parallel)]  # tokens in the draft's cache, per slot
         self._vocab = min(draft.n_vocab, target_vocab)  # a drafted token must be one the target has
-        self._scratch = np.empty(draft.n_vocab, dtype=np.float32)  # softmax of one row, reused
+        self._scratch = np.empty((parallel, draft.n_vocab), dtype=np.float32)  # softmax of a step's rows, reused
         self.trust = DraftTrust()  # shared by the streams' drafters
 
     def set_threads(self, threads: int) -> None:
@@ -211,8 +209,8 @@ class DraftRunner:
         while going:
             next_going = []
             n = 0
-            for drafter, length, count, row in going:
-                token = self._pick(row)
+            picks = self._pick([row for *_, row in going])
+            for (drafter, length, count, _), token in zip(going, picks, strict=True):
                 if token is None:
                     continue
                 draft = drafts[id(drafter)]
@@ -254,14 +252,14 @@ class DraftRunner:
             pending.append((fed, len(tokens), slot, True))
             cached.extend(new)
             cached.append(fed)
-        rows: dict[int, int] = {}
+        rows: dict[int, int] = {}  # slot -> its output (logits row) in the last batch
         for start in range(0, len(pending), self._batch_size):
             chunk = pending[start:start + self._batch_size]
             last = start + self._batch_size >= len(pending)
             for n, (token, position, slot, logits) in enumerate(chunk):
                 self._put(n, token, position, slot, logits and last)
                 if logits and last:
-                    rows[slot] = n
+                    rows[slot] = len(rows)
             self._batch.n_tokens = len(chunk)
             if llama_cpp.llama_decode(self._ctx, self._batch) != 0:
                 self._forget([drafter for drafter, *_ in wanted])
@@ -274,19 +272,28 @@ class DraftRunner:
             llama_cpp.llama_memory_seq_rm(self._memory, drafter.slot.id, -1, -1)
             self._cached[drafter.slot.id].clear()
 
-    def _pick(self, row: int) -> int | None:
-        """The draft's most likely token at `row`, or None where it is not sure enough (or the row is gone)."""
-        if row < 0:
-            return None
-        pointer = llama_cpp.llama_get_logits_ith(self._ctx, row)
-        logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)), shape=(self.model.n_vocab,))
-        token = int(logits.argmax())
-        scratch = self._scratch
-        np.subtract(logits, logits[token], out=scratch)
+    def _pick(self, outputs: list[int]) -> list[int | None]:
+        """The draft's most likely token at each of the last decode's `outputs` (logits rows),
+        or None where it is not sure enough (or the output is -1: none). One pass over all
+        rows: a step's picks cost a few array operations, not a few per stream."""
+        picks: list[int | None] = [None] * len(outputs)
+        wanted = [i for i, output in enumerate(outputs) if output >= 0]
+        if not wanted:
+            return picks
+        present = max(outputs) + 1
+        pointer = llama_cpp.llama_get_logits(self._ctx)
+        logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
+                                       shape=(present, self.model.n_vocab))
+        scratch = self._scratch[:len(wanted)]
+        np.take(logits, [outputs[i] for i in wanted], axis=0, out=scratch)
+        tokens = scratch.argmax(axis=1)
+        np.subtract(scratch, scratch[np.arange(len(wanted)), tokens][:, None], out=scratch)
         np.exp(scratch, out=scratch)
-        if 1.0 / float(scratch.sum()) < P_MIN or token >= self._vocab:
-            return None
-        return token
+        least = 1.0 / P_MIN  # the top token's probability is 1 / this row's sum
+        for i, token, total in zip(wanted, tokens.tolist(), scratch.sum(axis=1).tolist(), strict=True):
+            if total <= least and token < self._vocab:
+                picks[i] = token
+        return picks
 
     def _put(self, row: int, token: int, position: int, slot: int, logits: bool) -> None:
         batch = self._batch

@@ -67,14 +67,22 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--threads", type=int, default=physical_cores())
+    parser.add_argument("--model", type=Path, default=None, help="default: the embedded default model")
+    parser.add_argument("--draft", action="append", default=[], metavar="NAME=FILE",
+                        help="drafts to measure (default, for the default model: cut=its 2-block cut, exact=itself)")
+    parser.add_argument("--gpu-layers", type=int, default=0)
     args = parser.parse_args()
     folder = tempfile.TemporaryDirectory()
-    path = default_model_path()
-    cut = write_cut_draft(path, Path(folder.name) / "cut.gguf")
-    models = {name: LlamaModel(path, ModelOptions()) for name in ("none", "cut", "exact")}
-    drafts = {"none": None, "cut": LlamaModel(cut, ModelOptions()), "exact": LlamaModel(path, ModelOptions())}
-    options = EngineOptions(ctx_size=1024, parallel=max(args.streams), threads=args.threads, auto_draft=False)
-    engines = {name: Engine(models[name], options, drafts[name]) for name in models}
+    path = args.model or default_model_path()
+    if args.draft:
+        files = {name: Path(file) for name, _, file in (entry.partition("=") for entry in args.draft)}
+    else:
+        files = {"cut": write_cut_draft(path, Path(folder.name) / "cut.gguf"), "exact": path}
+    options = ModelOptions(gpu_layers=args.gpu_layers)
+    models = {name: LlamaModel(path, options) for name in ("none", *files)}
+    drafts = {"none": None, **{name: LlamaModel(file, options) for name, file in files.items()}}
+    engine_options = EngineOptions(ctx_size=1024, parallel=max(args.streams), threads=args.threads, auto_draft=False)
+    engines = {name: Engine(models[name], engine_options, drafts[name]) for name in models}
     try:
         for streams in args.streams:
             speeds: dict[str, list[float]] = {name: [] for name in engines}
@@ -91,7 +99,7 @@ def main() -> int:
             for name in engines:
                 drafted, kept = counts[name]
                 accepted = f", drafted {drafted}, kept {kept / drafted:.0%}" if drafted else ""
-                print(f"{streams} stream(s), {name:5}: {statistics.median(speeds[name]):6.1f} tokens/s, "
+                print(f"{streams} stream(s), {name:7}: {statistics.median(speeds[name]):6.1f} tokens/s, "
                       f"{statistics.median(speeds[name]) / base:.2f}x{accepted}", flush=True)
     finally:
         for engine in engines.values():

@@ -1,6 +1,7 @@
 """The engine's own cost per step, without HTTP: wall time per step against time inside llama_decode.
 
     .venv/bin/python tests/bench/bench_step_overhead.py [--streams 1 4 8] [--extras none grammar ...] [--tokens 256]
+        [--model FILE --draft-model FILE] [--gpu-layers N]
 
 What is left after decode is the scheduler's Python (batch building, sampling calls, text,
 events) plus any wait for the GIL; on the default model a decode step is 5-30 ms. On a GPU a
@@ -10,7 +11,11 @@ Each extra is measured on its own: `none` (greedy), `grammar` (a GBNF grammar co
 token), `logprobs` (the top 5 alternatives of every token), `draft` (a draft model, the default
 model cut to 2 blocks by tests/fixtures/make_cut_draft.py: its own decodes count as decode time,
 not host time, and a step is one of the model's), `lora` (every stream under a seeded LoRA
-adapter from tests/fixtures/make_tiny_lora.py).
+adapter from tests/fixtures/make_tiny_lora.py, made for the default model only).
+
+On a GPU, llama_decode may return before the device has finished the step (the wait then falls in
+whatever reads the logits first): the timed decode waits for the device with llama_synchronize,
+so the device's work counts as decode time and only the host's as host time.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ def _timed_decode(ctx, batch):
     try:
         return _decode(ctx, batch)
     finally:
+        llama_cpp.llama_synchronize(ctx)
         decode_time["seconds"] += time.perf_counter() - start
         if counted["ctx"] is None or ctx is counted["ctx"]:
             decode_time["steps"] += 1
@@ -73,7 +79,8 @@ async def measure(engine: Engine, model: LlamaModel, streams: int, tokens: int, 
     return 1000 * wall / steps, 1000 * decode_time["seconds"] / steps
 
 
-def _engine(model: LlamaModel, extra: str, parallel: int, threads: int, folder: Path) -> tuple[Engine, dict]:
+def _engine(model: LlamaModel, extra: str, parallel: int, threads: int, folder: Path,
+            draft_path: Path | None, gpu_layers: int) -> tuple[Engine, dict]:
     """An engine for the extra, and the job fields that ask for it."""
     from backends.adapters import AdapterSet, LoraAdapter
     from backends.grammar import GrammarCache
@@ -83,7 +90,8 @@ def _engine(model: LlamaModel, extra: str, parallel: int, threads: int, folder: 
 
     draft = None
     if extra == "draft":
-        draft = LlamaModel(write_cut_draft(default_model_path(), folder / "cut.gguf"), ModelOptions())
+        draft_path = draft_path or write_cut_draft(default_model_path(), folder / "cut.gguf")
+        draft = LlamaModel(draft_path, ModelOptions(gpu_layers=gpu_layers))
     engine = Engine(model, EngineOptions(ctx_size=1024, parallel=parallel, threads=threads, auto_draft=False), draft)
     counted["ctx"] = engine._ctx
     if extra == "grammar":
@@ -104,12 +112,19 @@ def main() -> int:
     parser.add_argument("--extras", nargs="+", choices=EXTRAS, default=list(EXTRAS))
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=physical_cores())
+    parser.add_argument("--model", type=Path, default=None, help="default: the embedded default model")
+    parser.add_argument("--draft-model", type=Path, default=None,
+                        help="the draft of the `draft` extra (default: the default model cut to 2 blocks)")
+    parser.add_argument("--gpu-layers", type=int, default=0, help="layers of the model (and draft) on the GPU")
     args = parser.parse_args()
-    model = LlamaModel(default_model_path(), ModelOptions())
+    if "lora" in args.extras and args.model is not None:
+        parser.error("the lora extra's adapter is made for the default model: leave it out with --model")
+    model = LlamaModel(args.model or default_model_path(), ModelOptions(gpu_layers=args.gpu_layers))
     folder = tempfile.TemporaryDirectory()
     try:
         for extra in args.extras:
-            engine, job = _engine(model, extra, max(args.streams), args.threads, Path(folder.name))
+            engine, job = _engine(model, extra, max(args.streams), args.threads, Path(folder.name),
+                                  args.draft_model, args.gpu_layers)
             try:
                 for streams in args.streams:
                     wall, decode = asyncio.run(measure(engine, model, streams, args.tokens, **job))
