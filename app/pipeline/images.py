@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from app.media.audio import audio_samples
 from app.media.fetch import MediaError, MediaPolicy, media_bytes
 from app.media.video import VideoError, video_frames
 from app.pipeline.errors import BadRequest
@@ -32,6 +33,7 @@ if TYPE_CHECKING:  # backends.vision loads libmtmd: only where a model has a pro
     from backends.vision import Projector
 
 NO_IMAGES = "this model does not accept images"
+NO_AUDIO = "this model does not accept audio"
 HOLE = -1  # where an image goes in a prompt's tokens before they are filled (no vocabulary id is negative)
 T = TypeVar("T")
 
@@ -41,7 +43,8 @@ async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...],
     """Each part's images (one, or a video's frames) read and encoded, in order; 400 naming the
     part for any that cannot be."""
     projector = _projector(served, refs)
-    return await _read_images(refs, policy, projector.encode, projector.encode_pixels)
+    return await _read_images(refs, policy, projector.encode, projector.encode_pixels,
+                              lambda data: projector.encode_audio(data, audio_samples))
 
 
 async def count_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: MediaPolicy) -> list[int]:
@@ -49,26 +52,38 @@ async def count_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: 
     would make them, from the projector's preprocessing alone (its encoder does not run); the
     same 400s."""
     projector = _projector(served, refs)
-    return [sum(group) for group in await _read_images(refs, policy, projector.count, projector.count_pixels)]
+    return [sum(group) for group in await _read_images(refs, policy, projector.count, projector.count_pixels,
+                                                       lambda data: projector.count_audio(data, audio_samples))]
 
 
 def _projector(served: ServedModel, refs: tuple[ImageRef, ...]) -> Projector:
+    """The model's projector; 400 naming the first part it cannot read (a sound without an audio
+    encoder, an image without a vision one)."""
     projector = served.projector
-    if projector is None or not projector.vision:
-        kind = "a video" if refs[0].video else "an image"
-        raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is {kind}",
-                         param=_param(refs[0]))
+    for ref in refs:
+        if ref.audio and (projector is None or not projector.audio):
+            raise BadRequest(f"{NO_AUDIO} (serve it with a --mmproj projector that reads audio): {ref.where} is "
+                             "audio", param=_param(ref))
+        if not ref.audio and (projector is None or not projector.vision):
+            kind = "a video" if ref.video else "an image"
+            raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {ref.where} is {kind}",
+                             param=_param(ref))
+    assert projector is not None
     return projector
 
 
 async def _read_images(refs: tuple[ImageRef, ...], policy: MediaPolicy, still: Callable[[bytes, int | None], T],
-                       frame: Callable[[np.ndarray], T]) -> list[list[T]]:
+                       frame: Callable[[np.ndarray], T], sound: Callable[[bytes], T]) -> list[list[T]]:
     """Each part's images fetched and read by the projector (`still` for an image, `frame` for
-    each of a video's sampled frames), in order; 400 naming the part for any that cannot be."""
+    each of a video's sampled frames, `sound` for audio), in order; 400 naming the part for any
+    that cannot be."""
     groups = []
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
+            if ref.audio:
+                groups.append([await asyncio.to_thread(sound, data)])
+                continue
             if ref.video is None:
                 groups.append([await asyncio.to_thread(still, data, ref.max_side)])
                 continue
