@@ -115,12 +115,11 @@ class Projector:
             raise ImageError("this model's projector takes no audio")
         rate = mtmd.mtmd_get_audio_sample_rate(self._ctx)
         buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-        with self._lock:
-            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
-            if bitmap and not mtmd.mtmd_bitmap_is_audio(bitmap):  # it read an image
-                mtmd.mtmd_bitmap_free(bitmap)
-                bitmap = None
-        if not bitmap:  # not WAV, MP3 or FLAC: the container decoder's turn, off the lock
+        bitmap = None
+        if _helper_reads_audio(data):  # anything else would go on to its image and video readers
+            with self._lock:
+                bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+        if not bitmap:  # not WAV, MP3 or FLAC (or not one miniaudio reads): the container decoder's turn
             samples = np.ascontiguousarray(decode(data, rate, MAX_AUDIO_SECONDS), dtype=np.float32)
             if not samples.size:
                 raise ImageError("the audio holds no samples")
@@ -226,6 +225,12 @@ class Projector:
         else:
             sections = _mrope_sections(chunk, n_tokens)
         return ImageTile(embeddings.copy(), non_causal, sections, mtmd.mtmd_input_chunk_get_n_pos(chunk))
+
+
+def _helper_reads_audio(data: bytes) -> bool:
+    """Whether libmtmd's helper takes `data` for sound (its own test: a WAV, FLAC or MP3 header)."""
+    return len(data) >= 12 and (data[:4] == b"RIFF" and data[8:12] == b"WAVE" or data[:4] == b"fLaC"
+                                or data[:3] == b"ID3" or data[0] == 0xFF and data[1] & 0xE0 == 0xE0)
 
 
 @dataclass(frozen=True)

@@ -54,11 +54,14 @@ def encoded(container: str, text: str = "Hello, this is a test of the audio inpu
     return target.getvalue()
 
 
-def tone_wav(seconds: float, rate: int = 16000, frequency: float = 440.0) -> bytes:
-    """A sine tone as 16-bit mono WAV bytes, written by hand."""
+def tone_wav(seconds: float, rate: int = 16000, frequency: float = 440.0, *more: tuple[float, float]) -> bytes:
+    """A sine tone (then each further (seconds, frequency) tone of `more`) as 16-bit mono WAV
+    bytes, written by hand."""
     import struct
 
-    samples = (np.sin(2 * np.pi * frequency * np.arange(int(seconds * rate)) / rate) * 12000).astype("<i2").tobytes()
+    pieces = [np.sin(2 * np.pi * hz * np.arange(int(length * rate)) / rate)
+              for length, hz in ((seconds, frequency), *more)]
+    samples = (np.concatenate(pieces) * 12000).astype("<i2").tobytes()
     header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(samples), b"WAVE", b"fmt ", 16, 1, 1, rate,
                          rate * 2, 2, 16, b"data", len(samples))
     return header + samples

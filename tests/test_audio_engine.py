@@ -1,0 +1,183 @@
+"""Audio in the engine: a tiny `ultravox` projector made by the tests (tests/fixtures/make_tiny_audio.py,
+seeded random weights) beside SmolLM2, on speech spoken by espeak-ng. Random weights cannot hear;
+what is checked is the plumbing against llama.cpp's own path: libmtmd's helper reads the WAV
+(`mtmd_helper_bitmap_init_from_buf`), `mtmd_helper_eval_chunks` evaluates the prompt in a context
+of its own and greedy decoding follows; the engine must give the same text and the same top-5
+first-token log-probabilities (within 1e-4), cold and with the sound reused from the prefix cache.
+Long sound is cut into the encoder's 30 s windows in order; bad sound is refused with a reason."""
+
+from __future__ import annotations
+
+import asyncio
+import ctypes
+from pathlib import Path
+
+import llama_cpp
+import llama_cpp.mtmd_cpp as mtmd
+import numpy as np
+import pytest
+
+from app.media.audio import audio_samples
+from backends import vision
+from backends.engine import Engine, EngineOptions
+from backends.image_data import ImageError
+from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, LogprobOptions, PromptSpec, SamplingParams, TextDelta
+from backends.llama_model import LlamaModel, ModelOptions
+from backends.vision import Projector
+from tests.built import tiny_audio
+from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
+from tests.sounds import encoded, speech, tone_wav
+
+HEAD = "<|im_start|>user\nWhat was said? "
+TAIL = "<|im_end|>\n<|im_start|>assistant\n"
+NEW_TOKENS = 8
+
+
+@pytest.fixture(scope="module")
+def audio_model():
+    text_path, projector_path = tiny_audio()
+    model = LlamaModel(text_path, ModelOptions())
+    projector = Projector(model, projector_path, threads=2)
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    yield model, projector, engine, projector_path
+    engine.close()
+    projector.close()
+    model.close()
+
+
+def _engine_text(engine: Engine, prompt: PromptSpec) -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
+    """The greedy text, the first token's 5 most likely (token, logprob), and the usage."""
+    async def run() -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
+        handle = engine.submit(GenerationJob((prompt,), 1, SamplingParams(temperature=0), special_text=True,
+                                             logprobs=LogprobOptions(top=5)))
+        text, top, finished = "", [], None
+        async for event in handle.events():
+            if isinstance(event, TextDelta):
+                text += event.text
+                if not top and event.logprob is not None:
+                    top = list(event.logprob.top)
+            elif isinstance(event, ChoiceFinished):
+                finished = event
+            elif isinstance(event, JobFailed):
+                raise event.error
+        assert finished is not None
+        return text, top, finished
+    return asyncio.run(run())
+
+
+def _reference_text(model: LlamaModel, projector_path: Path, data: bytes) -> tuple[str, list[tuple[int, float]]]:
+    """Greedy text after libmtmd reads the file and evaluates the prompt itself, and the first
+    token's 5 most likely (token, logprob)."""
+    params = llama_cpp.llama_context_default_params()
+    params.n_ctx, params.n_batch, params.n_ubatch = 512, 256, 256
+    params.n_threads = params.n_threads_batch = 2
+    ctx = llama_cpp.llama_init_from_model(model.handle, params)
+    options = mtmd.mtmd_context_params_default()
+    options.use_gpu, options.n_threads, options.warmup = False, 2, False
+    mctx = mtmd.mtmd_init_from_file(str(projector_path).encode(), model.handle, options)
+    chunks = mtmd.mtmd_input_chunks_init()
+    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+    bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(mctx, buffer, len(data), False)
+    try:
+        assert bitmap and mtmd.mtmd_bitmap_is_audio(bitmap)
+        prompt = (HEAD + mtmd.mtmd_default_marker().decode() + TAIL).encode()
+        text = mtmd.mtmd_input_text(prompt, len(prompt), False, True)
+        assert mtmd.mtmd_tokenize(mctx, chunks, ctypes.byref(text), (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap), 1) == 0
+        n_past = llama_cpp.llama_pos(0)
+        assert mtmd.mtmd_helper_eval_chunks(mctx, ctx, chunks, 0, 0, 256, True, ctypes.byref(n_past)) == 0
+        tokens, position, top = [], n_past.value, []
+        batch = llama_cpp.llama_batch_init(1, 0, 1)
+        for _ in range(NEW_TOKENS):
+            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(model.n_vocab,))
+            if not top:
+                logprobs = logits.astype(np.float64) - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
+                top = [(int(i), float(logprobs[i])) for i in np.argsort(-logprobs, kind="stable")[:5]]
+            token = int(np.argmax(logits))
+            if model.is_eog(token):
+                break
+            tokens.append(token)
+            batch.n_tokens, batch.token[0], batch.pos[0], batch.n_seq_id[0] = 1, token, position, 1
+            batch.seq_id[0][0], batch.logits[0] = 0, True
+            assert llama_cpp.llama_decode(ctx, batch) == 0
+            position += 1
+        llama_cpp.llama_batch_free(batch)
+        return model.detokenize(tokens, special=True), top
+    finally:
+        mtmd.mtmd_bitmap_free(bitmap)
+        mtmd.mtmd_input_chunks_free(chunks)
+        mtmd.mtmd_free(mctx)
+        llama_cpp.llama_free(ctx)
+
+
+def _prompt(model: LlamaModel, sound) -> PromptSpec:
+    head = model.tokenize(HEAD, add_special=False, parse_special=True)
+    rest = model.tokenize(TAIL, add_special=False, parse_special=True)
+    return PromptSpec((*head, *sound.tokens, *rest), NEW_TOKENS, tuple(sound.at(len(head))))
+
+
+def test_the_projector_reads_audio_and_not_images(audio_model) -> None:
+    _, projector, _, _ = audio_model
+    assert projector.audio and not projector.vision
+    sound = projector.encode_audio(speech(), audio_samples)
+    (tile,) = sound.tiles  # 2.5 s of speech: one 30 s window
+    assert tile.embeddings.shape == (AUDIO_TOKENS, 576) and np.isfinite(tile.embeddings).all()
+    assert projector.count_audio(speech(), audio_samples) == len(sound.tokens) == AUDIO_TOKENS
+    assert projector.encode_audio(speech(), audio_samples).key == sound.key  # keyed by content
+    with pytest.raises(ImageError, match="takes no images"):
+        projector.count(b"\x89PNG\r\n\x1a\n")
+
+
+def test_the_engine_matches_llama_cpps_own_path(audio_model) -> None:
+    model, projector, engine, projector_path = audio_model
+    expected, expected_top = _reference_text(model, projector_path, speech())
+    prompt = _prompt(model, projector.encode_audio(speech(), audio_samples))
+    for cached in (False, True):  # cold, then the sound's chunk reused from the prefix cache
+        text, top, finished = _engine_text(engine, prompt)
+        assert text == expected
+        assert [token for token, _ in top] == [token for token, _ in expected_top]
+        assert np.allclose([p for _, p in top], [p for _, p in expected_top], atol=1e-4)
+        assert finished.prompt_tokens == len(prompt.tokens)  # the sound's tokens are counted
+        assert (finished.cached_tokens >= len(prompt.tokens) - 2) == cached
+
+
+def test_each_container_reads_as_the_same_speech(audio_model) -> None:
+    _, projector, _, _ = audio_model
+    wav = projector.encode_audio(speech(), audio_samples).tiles[0].embeddings
+    for container in ("flac", "mp3", "ogg", "webm", "m4a"):
+        tile = projector.encode_audio(encoded(container), audio_samples).tiles[0].embeddings
+        assert tile.shape == wav.shape, container
+        # lossy codecs change the samples a little, never into another sound
+        assert np.corrcoef(tile.ravel(), wav.ravel())[0, 1] > 0.9, container
+
+
+def test_long_sound_is_cut_into_windows_in_order(audio_model) -> None:
+    _, projector, _, _ = audio_model
+    # 30 s of one tone, then another: two 30 s windows, the first tone's first
+    sound = projector.encode_audio(tone_wav(30, 16000, 440, (5, 1000)), audio_samples)
+    assert [len(tile.embeddings) for tile in sound.tiles] == [AUDIO_TOKENS, AUDIO_TOKENS]
+    longer = projector.encode_audio(tone_wav(30, 16000, 440, (10, 1000)), audio_samples)
+    swapped = projector.encode_audio(tone_wav(30, 16000, 1000, (5, 440)), audio_samples)
+    assert np.allclose(sound.tiles[0].embeddings, longer.tiles[0].embeddings, atol=1e-4)
+    assert not np.allclose(sound.tiles[1].embeddings, longer.tiles[1].embeddings, atol=1e-2)
+    assert not np.allclose(sound.tiles[0].embeddings, swapped.tiles[0].embeddings, atol=1e-2)
+    assert sound.tokens != longer.tokens  # other content, other placeholders: never one for the other
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    (b"RIFF\x00\x00\x00\x00WAVEnot really", "not audio"),
+    (b"\x00" * 64, "not audio"),
+    (tone_wav(0), "no samples"),
+])
+def test_bad_sound_is_refused_with_a_reason(audio_model, data, words) -> None:
+    _, projector, _, _ = audio_model
+    with pytest.raises(ImageError, match=words):
+        projector.encode_audio(data, audio_samples)
+
+
+def test_sound_past_the_limit_is_refused_with_the_numbers(audio_model, monkeypatch) -> None:
+    _, projector, _, _ = audio_model
+    monkeypatch.setattr(vision, "MAX_AUDIO_SECONDS", 20)
+    with pytest.raises(ImageError, match=r"is 25.0 s long; at most 20 s"):
+        projector.count_audio(tone_wav(25), audio_samples)
+    with pytest.raises(ImageError, match=r"at most 20 s"):
+        projector.count_audio(encoded("ogg", "a longer sentence, " * 30), audio_samples)
