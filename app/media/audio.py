@@ -55,3 +55,41 @@ def audio_samples(data: bytes, rate: int, max_seconds: float) -> np.ndarray:
     if not samples.size:
         raise ImageError("the audio holds no samples")
     return samples
+
+
+def audio_seconds(data: bytes) -> float | None:
+    """How long the sound in `data` plays, from its container's header (no decoding); None when
+    it does not say (or PyAV is missing and the data is not a WAV)."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
+        seconds = _wav_seconds(data)
+        if seconds is not None:
+            return seconds
+    try:
+        import av
+    except ImportError:
+        return None
+    try:
+        with av.open(io.BytesIO(data)) as container:
+            if container.duration:
+                return container.duration / 1e6  # microseconds
+            stream = container.streams.audio[0] if container.streams.audio else None
+            if stream is not None and stream.duration and stream.time_base:
+                return float(stream.duration * stream.time_base)
+    except (av.error.FFmpegError, OSError, ValueError):
+        return None
+    return None
+
+
+def _wav_seconds(data: bytes) -> float | None:
+    """A WAV's length from its `fmt ` byte rate and its `data` chunk's size."""
+    import struct
+
+    offset, byte_rate = 12, 0
+    while offset + 8 <= len(data):
+        kind, size = data[offset:offset + 4], struct.unpack_from("<I", data, offset + 4)[0]
+        if kind == b"fmt " and size >= 12:
+            byte_rate = struct.unpack_from("<I", data, offset + 16)[0]
+        if kind == b"data":
+            return min(size, len(data) - offset - 8) / byte_rate if byte_rate else None
+        offset += 8 + size + (size & 1)
+    return None
