@@ -33,6 +33,7 @@ import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
+from backends import image_data
 from backends.image_data import (
     MAX_PIXELS,
     ImageEmbedding,
@@ -47,7 +48,6 @@ from backends.llama_model import LlamaModel, ModelLoadError
 
 MARKER = b"<__fireside_media__>"  # the projector's media marker; only this module writes it
 MAX_IMAGE_TOKENS = (1 << IMAGE_OFFSET_BITS) - 1
-MAX_AUDIO_SECONDS = 1800  # longer sound is refused (60 of Whisper's 30 s windows)
 AudioDecoder = Callable[[bytes, int, float], np.ndarray]  # (data, rate, most seconds) -> mono float32 samples
 
 
@@ -114,21 +114,20 @@ class Projector:
         if not self.audio:
             raise ImageError("this model's projector takes no audio")
         rate = mtmd.mtmd_get_audio_sample_rate(self._ctx)
-        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         bitmap = None
         if _helper_reads_audio(data):  # anything else would go on to its image and video readers
+            buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
             with self._lock:
                 bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
         if not bitmap:  # not WAV, MP3 or FLAC (or not one miniaudio reads): the container decoder's turn
-            samples = np.ascontiguousarray(decode(data, rate, MAX_AUDIO_SECONDS), dtype=np.float32)
+            samples = np.ascontiguousarray(decode(data, rate, image_data.MAX_AUDIO_SECONDS), dtype=np.float32)
             if not samples.size:
                 raise ImageError("the audio holds no samples")
             bitmap = mtmd.mtmd_bitmap_init_from_audio(samples.size, samples.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
         chunks = mtmd.mtmd_input_chunks_init()
         try:
             seconds = mtmd.mtmd_bitmap_get_nx(bitmap) / rate
-            if seconds > MAX_AUDIO_SECONDS:
-                raise ImageError(f"the audio is {seconds:.1f} s long; at most {MAX_AUDIO_SECONDS} s are read")
+            image_data.check_audio_seconds(seconds)
             if not mtmd.mtmd_bitmap_get_nx(bitmap):
                 raise ImageError("the audio holds no samples")
             with self._lock:

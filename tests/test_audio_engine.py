@@ -18,10 +18,18 @@ import numpy as np
 import pytest
 
 from app.media.audio import audio_samples
-from backends import vision
+from backends import image_data
 from backends.engine import Engine, EngineOptions
 from backends.image_data import ImageError
-from backends.jobs import ChoiceFinished, GenerationJob, JobFailed, LogprobOptions, PromptSpec, SamplingParams, TextDelta
+from backends.jobs import (
+    ChoiceFinished,
+    GenerationJob,
+    JobFailed,
+    LogprobOptions,
+    PromptSpec,
+    SamplingParams,
+    TextDelta,
+)
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector
 from tests.built import tiny_audio
@@ -176,7 +184,7 @@ def test_bad_sound_is_refused_with_a_reason(audio_model, data, words) -> None:
 
 def test_sound_past_the_limit_is_refused_with_the_numbers(audio_model, monkeypatch) -> None:
     _, projector, _, _ = audio_model
-    monkeypatch.setattr(vision, "MAX_AUDIO_SECONDS", 20)
+    monkeypatch.setattr(image_data, "MAX_AUDIO_SECONDS", 20)
     with pytest.raises(ImageError, match=r"is 25.0 s long; at most 20 s"):
         projector.count_audio(tone_wav(25), audio_samples)
     with pytest.raises(ImageError, match=r"at most 20 s"):

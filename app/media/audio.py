@@ -12,6 +12,7 @@ import io
 
 import numpy as np
 
+from backends import image_data
 from backends.image_data import ImageError
 
 # `input_audio.format` values a client may name (OpenAI's `wav` and `mp3`, and the containers we read)
@@ -34,9 +35,6 @@ def audio_samples(data: bytes, rate: int, max_seconds: float) -> np.ndarray:
         with av.open(io.BytesIO(data)) as container:
             if not container.streams.audio:
                 raise ImageError("the data holds no audio stream")
-            declared = container.duration / 1e6 if container.duration else None  # microseconds
-            if declared is not None and declared > max_seconds + 1:
-                raise ImageError(f"the audio is {declared:.1f} s long; at most {max_seconds:g} s are read")
             resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
             stream = container.streams.audio[0]
             for frame in container.decode(stream):
@@ -55,6 +53,14 @@ def audio_samples(data: bytes, rate: int, max_seconds: float) -> np.ndarray:
     if not samples.size:
         raise ImageError("the audio holds no samples")
     return samples
+
+
+def check_length(data: bytes) -> None:
+    """`ImageError` with the numbers for sound whose header says it plays past the limit, before
+    anything is decoded."""
+    seconds = audio_seconds(data)
+    if seconds is not None:
+        image_data.check_audio_seconds(seconds)
 
 
 def audio_seconds(data: bytes) -> float | None:

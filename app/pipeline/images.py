@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
-from app.media.audio import audio_samples
+from app.media.audio import audio_samples, check_length
 from app.media.fetch import MediaError, MediaPolicy, media_bytes
 from app.media.video import VideoError, video_frames
 from app.pipeline.errors import BadRequest
@@ -82,6 +82,7 @@ async def _read_images(refs: tuple[ImageRef, ...], policy: MediaPolicy, still: C
         try:
             data = await media_bytes(ref.url, policy)
             if ref.audio:
+                await asyncio.to_thread(check_length, data)
                 groups.append([await asyncio.to_thread(sound, data)])
                 continue
             if ref.video is None:

@@ -8,12 +8,14 @@ from typing import Literal
 
 from litestar import Request, post
 from litestar.exceptions import HTTPException
+from litestar.exceptions.http_exceptions import RequestEntityTooLarge
 from litestar.response import Response, Stream
 
 from app.api.audio.form import audio_request
 from app.api.audio.plan import audio_plan
 from app.api.audio.shaper import AudioShaper
 from app.api.common.context import request_context, settings
+from app.api.common.errors import body_too_large
 from app.api.common.paths import API_PREFIXES
 from app.api.common.streams import AUDIO_SSE
 from app.pipeline.chat_formats import chat_format
@@ -28,6 +30,8 @@ async def _audio(request: Request, task: Literal["transcribe", "translate"]) -> 
         raise BadRequest("an audio request is a multipart/form-data form (file, model, ...)", param="file")
     try:
         form = await request.form()
+    except RequestEntityTooLarge:
+        raise body_too_large(request) from None
     except HTTPException as error:
         raise BadRequest(f"the multipart form could not be read: {error.detail}", param="file") from None
     media = settings(request).media
