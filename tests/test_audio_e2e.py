@@ -70,6 +70,16 @@ def test_input_audio_through_the_openai_sdk_whole_and_streamed(client) -> None:
     assert again.usage.prompt_tokens_details.cached_tokens >= whole.usage.prompt_tokens - 3  # and reused
 
 
+def test_the_responses_door_reads_input_audio_as_chat_does(audio_server, client) -> None:
+    data = base64.b64encode(speech()).decode()
+    response = client.responses.create(model="audio", max_output_tokens=6, temperature=0, input=[
+        {"role": "user", "content": [{"type": "input_text", "text": QUESTION},
+                                     {"type": "input_audio", "input_audio": {"data": data, "format": "wav"}}]}])
+    expected = chat(audio_server, audio_message(speech())).json()["choices"][0]["message"]["content"]
+    assert response.output_text == expected  # the same turn, the same prompt, the same greedy text
+    assert response.usage.input_tokens > AUDIO_TOKENS
+
+
 @pytest.mark.parametrize("container", sorted(CONTAINERS))
 def test_each_container_is_heard_through_chat_and_transcriptions(client, container) -> None:
     data = encoded(container)
