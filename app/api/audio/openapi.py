@@ -10,11 +10,16 @@ from app.api.audio.form import (
     TRANSCRIPTION_FIELDS,
     TRANSLATION_FIELDS,
 )
-from app.api.audio.wire import TextDelta, TextDone, Transcription, VerboseTranscription
+from app.api.audio.wire import (
+    Transcription,
+    TranscriptionTextDeltaEvent,
+    TranscriptionTextDoneEvent,
+    VerboseTranscription,
+)
 from app.api.common.paths import API_PREFIXES
 from app.pipeline.errors import ErrorResponse, HTTPValidationError
 
-STRUCTS: list[type] = [Transcription, VerboseTranscription, TextDelta, TextDone]
+STRUCTS: list[type] = [Transcription, VerboseTranscription, TranscriptionTextDeltaEvent, TranscriptionTextDoneEvent]
 
 _FIELDS: dict[str, dict[str, Any]] = {
     "file": {"type": "string", "format": "binary", "description": "The sound: WAV, MP3, FLAC, OGG/Opus, WebM, M4A"},
@@ -36,7 +41,7 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
                 "properties": {name: schema for name, schema in _FIELDS.items() if name in fields}}
         ok = {"application/json": {"schema": {"anyOf": [ref(Transcription), ref(VerboseTranscription)]}},
               "text/plain": {"schema": {"type": "string"}},
-              "text/event-stream": {"schema": {"anyOf": [ref(TextDelta), ref(TextDone)]}}}
+              "text/event-stream": {"schema": {"anyOf": [ref(TranscriptionTextDeltaEvent), ref(TranscriptionTextDoneEvent)]}}}
         errors = {status: {"description": what, "content": {"application/json": {"schema": ref(body)}}}
                   for status, what, body in (("400", "The request means something the server refuses", ErrorResponse),
                                              ("404", "Unknown model", ErrorResponse),

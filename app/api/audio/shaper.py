@@ -19,10 +19,10 @@ from app.api.audio.wire import (
     DurationUsage,
     InputTokenDetails,
     Segment,
-    TextDelta,
-    TextDone,
     TokenUsage,
     Transcription,
+    TranscriptionTextDeltaEvent,
+    TranscriptionTextDoneEvent,
     VerboseTranscription,
 )
 from app.media.audio import audio_seconds
@@ -60,7 +60,7 @@ class AudioShaper:
         return self._deltas(self.reader.feed(piece))
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[Any]:
-        return [*self._deltas(self.reader.finish()), TextDone("".join(self.parts), self._usage(counter))]
+        return [*self._deltas(self.reader.finish()), TranscriptionTextDoneEvent("".join(self.parts), self._usage(counter))]
 
     def usage(self, counter: UsageCounter) -> Any:
         return None  # the done event carries it
@@ -68,11 +68,11 @@ class AudioShaper:
     def failed(self, error: ApiError) -> ErrorResponse:
         return error.body()
 
-    def _deltas(self, events: list[OutputEvent]) -> list[TextDelta]:
+    def _deltas(self, events: list[OutputEvent]) -> list[TranscriptionTextDeltaEvent]:
         deltas = []
         for text in _content(events):
             self.parts.append(text)
-            deltas.append(TextDelta(text))
+            deltas.append(TranscriptionTextDeltaEvent(text))
         return deltas
 
     # ---- a whole answer ------------------------------------------------------------------------

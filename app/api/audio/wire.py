@@ -60,10 +60,10 @@ class VerboseTranscription(msgspec.Struct, omit_defaults=True):
     language: str | UnsetType = UNSET  # as the request named it (no language is detected here)
 
 
-class TextDelta(msgspec.Struct, tag="transcript.text.delta", tag_field="type"):
+class TranscriptionTextDeltaEvent(msgspec.Struct, tag="transcript.text.delta", tag_field="type"):
     delta: str
 
 
-class TextDone(msgspec.Struct, tag="transcript.text.done", tag_field="type"):
+class TranscriptionTextDoneEvent(msgspec.Struct, tag="transcript.text.done", tag_field="type"):
     text: str
     usage: TokenUsage
