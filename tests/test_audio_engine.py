@@ -73,11 +73,12 @@ def _engine_text(engine: Engine, prompt: PromptSpec) -> tuple[str, list[tuple[in
     return asyncio.run(run())
 
 
-def _reference_text(model: LlamaModel, projector_path: Path, data: bytes) -> tuple[str, list[tuple[int, float]]]:
-    """Greedy text after libmtmd reads the file and evaluates the prompt itself, and the first
-    token's 5 most likely (token, logprob)."""
+def _reference_text(model: LlamaModel, projector_path: Path, data: bytes,
+                    n_batch: int = 256) -> tuple[str, list[tuple[int, float]]]:
+    """Greedy text after libmtmd reads the file and evaluates the prompt itself (in batches of
+    `n_batch`), and the first token's 5 most likely (token, logprob)."""
     params = llama_cpp.llama_context_default_params()
-    params.n_ctx, params.n_batch, params.n_ubatch = 512, 256, 256
+    params.n_ctx, params.n_batch, params.n_ubatch = 512, n_batch, n_batch
     params.n_threads = params.n_threads_batch = 2
     ctx = llama_cpp.llama_init_from_model(model.handle, params)
     options = mtmd.mtmd_context_params_default()
@@ -92,7 +93,7 @@ def _reference_text(model: LlamaModel, projector_path: Path, data: bytes) -> tup
         text = mtmd.mtmd_input_text(prompt, len(prompt), False, True)
         assert mtmd.mtmd_tokenize(mctx, chunks, ctypes.byref(text), (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap), 1) == 0
         n_past = llama_cpp.llama_pos(0)
-        assert mtmd.mtmd_helper_eval_chunks(mctx, ctx, chunks, 0, 0, 256, True, ctypes.byref(n_past)) == 0
+        assert mtmd.mtmd_helper_eval_chunks(mctx, ctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
         tokens, position, top = [], n_past.value, []
         batch = llama_cpp.llama_batch_init(1, 0, 1)
         for _ in range(NEW_TOKENS):
@@ -146,6 +147,19 @@ def test_the_engine_matches_llama_cpps_own_path(audio_model) -> None:
         assert np.allclose([p for _, p in top], [p for _, p in expected_top], atol=1e-4)
         assert finished.prompt_tokens == len(prompt.tokens)  # the sound's tokens are counted
         assert (finished.cached_tokens >= len(prompt.tokens) - 2) == cached
+
+
+def test_a_chunk_longer_than_a_batch_is_decoded_in_pieces(audio_model) -> None:
+    model, projector, _, projector_path = audio_model
+    expected, expected_top = _reference_text(model, projector_path, speech(), n_batch=32)  # llama.cpp's pieces
+    prompt = _prompt(model, projector.encode_audio(speech(), audio_samples))
+    small = Engine(model, EngineOptions(ctx_size=512, parallel=1, threads=2, batch_size=32))  # 75 rows: 3 pieces
+    try:
+        text, top, _ = _engine_text(small, prompt)
+    finally:
+        small.close()
+    assert text == expected
+    assert np.allclose([p for _, p in top], [p for _, p in expected_top], atol=1e-4)
 
 
 def test_each_container_reads_as_the_same_speech(audio_model) -> None:
