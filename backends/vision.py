@@ -117,8 +117,8 @@ class Projector:
         bitmap = None
         if _helper_reads_audio(data):  # anything else would go on to its image and video readers
             buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-            with self._lock:
-                bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+            # off the lock: for sound the helper reads only the projector's sample rate
+            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
         if not bitmap:  # not WAV, MP3 or FLAC (or not one miniaudio reads): the container decoder's turn
             samples = np.ascontiguousarray(decode(data, rate, image_data.MAX_AUDIO_SECONDS), dtype=np.float32)
             if not samples.size:
