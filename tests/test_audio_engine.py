@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import llama_cpp
@@ -122,6 +125,15 @@ def _prompt(model: LlamaModel, sound) -> PromptSpec:
     head = model.tokenize(HEAD, add_special=False, parse_special=True)
     rest = model.tokenize(TAIL, add_special=False, parse_special=True)
     return PromptSpec((*head, *sound.tokens, *rest), NEW_TOKENS, tuple(sound.at(len(head))))
+
+
+def test_the_fixture_script_prints_the_model_and_the_projector(tmp_path) -> None:
+    text_path, projector_path = tiny_audio()
+    script = Path(__file__).parent / "fixtures" / "make_tiny_audio.py"
+    run = subprocess.run([sys.executable, str(script), str(tmp_path)], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])}, check=True)
+    assert run.stdout.splitlines() == [str(text_path), str(tmp_path / "mmproj-audio.gguf")]
+    assert (tmp_path / "mmproj-audio.gguf").read_bytes() == projector_path.read_bytes()  # seeded: the same bytes
 
 
 def test_the_projector_reads_audio_and_not_images(audio_model) -> None:
