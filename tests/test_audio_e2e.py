@@ -110,6 +110,15 @@ def test_transcriptions_answer_every_response_format_with_the_same_text(audio_se
     (segment,) = verbose.segments
     assert segment.start == 0 and segment.end == verbose.duration and segment.text == in_english
     assert len(segment.tokens) == 6 and segment.avg_logprob < 0
+    scored = client.audio.transcriptions.create(model="audio", file=("speech.wav", speech()), include=["logprobs"],
+                                                extra_body=CAP)
+    assert "".join(entry.token for entry in scored.logprobs) == text and len(scored.logprobs) == 6
+    events = list(client.audio.transcriptions.create(model="audio", file=("speech.wav", speech()), stream=True,
+                                                     include=["logprobs"], extra_body=CAP))
+    streamed = [entry for event in events[:-1] for entry in event.logprobs or []]
+    assert [e.token for e in streamed] == [e.token for e in events[-1].logprobs] == [e.token for e in scored.logprobs]
+    assert [e.logprob for e in streamed] == pytest.approx([e.logprob for e in scored.logprobs], abs=1e-4)
+    assert all(entry.logprob < 0 for entry in streamed)
     translation = client.audio.translations.create(model="audio", file=("speech.wav", speech()), extra_body=CAP)
     assert translation.text  # another instruction: its text is the model's
     usage = transcribe(audio_server, language="en").json()["usage"]
@@ -121,7 +130,8 @@ def test_transcriptions_answer_every_response_format_with_the_same_text(audio_se
     ({"timestamp_granularities[]": "segment"}, 400, "needs response_format verbose_json"),
     ({"response_format": "diarized_json"}, 400, "response_format is one of"),
     ({"response_format": "srt", "stream": "true"}, 400, "cannot stream"),
-    ({"include[]": "logprobs"}, 400, "include"),
+    ({"include[]": "logprobs", "response_format": "text"}, 400, "include logprobs needs response_format json"),
+    ({"include[]": "segments"}, 400, "include is logprobs"),
     ({"chunking_strategy": "server_vad"}, 400, "chunking_strategy"),
     ({"speed": "2"}, 400, "speed is not a field"),
     ({"temperature": "warm"}, 422, "valid number"),

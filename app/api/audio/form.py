@@ -38,6 +38,7 @@ class AudioRequest:
     stream: bool
     segments: bool  # `timestamp_granularities[]` asked for segments (verbose_json)
     max_tokens: int | None  # llama-server's cap on the text's tokens (None: what the context leaves)
+    logprobs: bool  # `include[]=logprobs`: each token of the text with its log-probability (json only)
 
 
 async def audio_request(form: FormMultiDict, task: Literal["transcribe", "translate"],
@@ -68,7 +69,18 @@ async def audio_request(form: FormMultiDict, task: Literal["transcribe", "transl
                          f"({' or '.join(STREAMED_FORMATS)})", param="stream")
     return AudioRequest(task, data, upload.filename or "audio", _model(form), _text(form, "language"),
                         _text(form, "prompt"), response_format, _temperature(form), stream,
-                        _granularities(form, response_format), _max_tokens(form))
+                        _granularities(form, response_format), _max_tokens(form), _logprobs(form, response_format))
+
+
+def _logprobs(form: FormMultiDict, response_format: str) -> bool:
+    """`include[]`: only `logprobs`, and (as OpenAI's) only with the json format."""
+    included = [*form.getall("include[]", []), *form.getall("include", [])]
+    for value in included:
+        if value != "logprobs":
+            raise BadRequest(f"include is logprobs, got {value!r}", param="include")
+    if included and response_format != "json":
+        raise BadRequest("include logprobs needs response_format json", param="include")
+    return bool(included)
 
 
 def _max_tokens(form: FormMultiDict) -> int | None:
@@ -125,8 +137,8 @@ def _temperature(form: FormMultiDict) -> float:
 
 def _granularities(form: FormMultiDict, response_format: str) -> bool:
     """Whether segments are asked; 400 for what an audio language model cannot give (word
-    timestamps), for include and chunking values other than what it does, and for granularities
-    outside verbose_json (as OpenAI answers)."""
+    timestamps), for chunking other than what it does, and for granularities outside
+    verbose_json (as OpenAI answers)."""
     asked = [*form.getall("timestamp_granularities[]", []), *form.getall("timestamp_granularities", [])]
     for value in asked:
         if value == "word":
@@ -139,9 +151,6 @@ def _granularities(form: FormMultiDict, response_format: str) -> bool:
     if asked and response_format != "verbose_json":
         raise BadRequest("timestamp_granularities needs response_format verbose_json",
                          param="timestamp_granularities")
-    for value in [*form.getall("include[]", []), *form.getall("include", [])]:
-        raise BadRequest(f"include {value!r} is not supported: a transcription here carries its text and usage",
-                         param="include")
     chunking = form.get("chunking_strategy")
     if chunking is not None and chunking != "auto":
         raise BadRequest("chunking_strategy is auto here: the projector cuts the audio into its encoder's windows "

@@ -32,6 +32,7 @@ _FIELDS: dict[str, dict[str, Any]] = {
     "max_tokens": {"type": "integer", "minimum": 1},
     "timestamp_granularities[]": {"type": "array", "items": {"type": "string", "enum": ["segment"]}},
     "chunking_strategy": {"type": "string", "enum": ["auto"]},
+    "include[]": {"type": "array", "items": {"type": "string", "enum": ["logprobs"]}},
 }
 
 

@@ -30,7 +30,7 @@ def audio_plan(request: AudioRequest, reasons: bool) -> RequestPlan:
     sound = ImageRef("data:application/octet-stream;base64," + base64.b64encode(request.data).decode(), "file",
                      audio=True)
     turns.add("user", instruction + "\n" + turns.image(sound))
-    verbose = request.response_format == "verbose_json"
+    scored = request.response_format == "verbose_json" or request.logprobs
     return RequestPlan(
         model=request.model,
         input=turns.conversation(),
@@ -38,6 +38,6 @@ def audio_plan(request: AudioRequest, reasons: bool) -> RequestPlan:
         sampling=Sampling(temperature=request.temperature),
         reasoning=ReasoningRequest(effort="none") if reasons else None,
         # verbose_json's segment carries its tokens' mean log-probability
-        output=OutputOptions(logprobs=LogprobOptions(top=0, sampling=False) if verbose else None),
+        output=OutputOptions(logprobs=LogprobOptions(top=0, sampling=False) if scored else None),
         stream=StreamPlan(include_usage=False) if request.stream else None,
     )

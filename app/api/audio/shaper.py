@@ -19,18 +19,20 @@ from app.api.audio.wire import (
     DurationUsage,
     InputTokenDetails,
     Segment,
+    TokenLogprob,
     TokenUsage,
     Transcription,
     TranscriptionTextDeltaEvent,
     TranscriptionTextDoneEvent,
     VerboseTranscription,
 )
+from app.api.common.logprobs import token_texts
 from app.media.audio import audio_seconds
 from app.pipeline.errors import ApiError, ErrorResponse
 from app.pipeline.output import OutputReader
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.run import ChoiceResult
-from app.pipeline.stream_buffer import Piece
+from app.pipeline.stream_buffer import Entry, Piece
 from app.pipeline.usage import RequestClock, UsageCounter
 from templates.chat_output import OutputEvent
 
@@ -44,6 +46,8 @@ class AudioShaper:
     request: AudioRequest
     reader: OutputReader = field(init=False)
     parts: list[str] = field(default_factory=list)  # the text streamed so far
+    scores: list[TokenLogprob] = field(default_factory=list)  # `include[]=logprobs`: every token so far
+    unsent: int = 0  # how many of `scores` no delta has carried yet
 
     def __post_init__(self) -> None:
         self.reader = self.prepared.output_parser()
@@ -57,10 +61,16 @@ class AudioShaper:
         return []
 
     def piece(self, choice: int, piece: Piece) -> list[Any]:
+        if self.request.logprobs:
+            self.scores.extend(self._logprobs(piece.logprobs))
         return self._deltas(self.reader.feed(piece))
 
     def finished(self, choice: int, reason: str, last: bool, counter: UsageCounter) -> list[Any]:
-        return [*self._deltas(self.reader.finish()), TranscriptionTextDoneEvent("".join(self.parts), self._usage(counter))]
+        deltas = self._deltas(self.reader.finish())
+        done = TranscriptionTextDoneEvent("".join(self.parts), self._usage(counter))
+        if self.request.logprobs:
+            done.logprobs = self.scores
+        return [*deltas, done]
 
     def usage(self, counter: UsageCounter) -> Any:
         return None  # the done event carries it
@@ -73,7 +83,17 @@ class AudioShaper:
         for text in _content(events):
             self.parts.append(text)
             deltas.append(TranscriptionTextDeltaEvent(text))
+        if deltas and self.request.logprobs:  # the tokens read since the last delta go with these
+            deltas[0].logprobs, self.unsent = self.scores[self.unsent:], len(self.scores)
         return deltas
+
+    def _logprobs(self, entries: list[Entry]) -> list[TokenLogprob]:
+        served = self.prepared.served
+        if served is None:
+            return []
+        texts = token_texts(served.model)
+        return [TokenLogprob(texts.get(token).text, scored.logprob, texts.get(token).bytes)
+                for token, scored in entries if scored is not None]
 
     # ---- a whole answer ------------------------------------------------------------------------
 
@@ -83,7 +103,10 @@ class AudioShaper:
         text = "".join(_content([*reader.feed(result.piece()), *reader.finish()]))
         form = self.request.response_format
         if form == "json":
-            return Response(Transcription(text, self._usage(counter)))
+            answer = Transcription(text, self._usage(counter))
+            if self.request.logprobs:
+                answer.logprobs = self._logprobs(result.logprobs)
+            return Response(answer)
         if form == "text":
             return Response(text + "\n", media_type=TEXT_PLAIN)
         seconds = audio_seconds(self.request.data) or 0.0

@@ -31,9 +31,18 @@ class DurationUsage(msgspec.Struct):
     type: Literal["duration"] = "duration"
 
 
-class Transcription(msgspec.Struct):
+class TokenLogprob(msgspec.Struct):
+    """One token of the text with its log-probability (`include[]=logprobs`)."""
+
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class Transcription(msgspec.Struct, omit_defaults=True):
     text: str
     usage: TokenUsage
+    logprobs: list[TokenLogprob] | UnsetType = UNSET
 
 
 class Segment(msgspec.Struct, omit_defaults=True):
@@ -60,10 +69,13 @@ class VerboseTranscription(msgspec.Struct, omit_defaults=True):
     language: str | UnsetType = UNSET  # as the request named it (no language is detected here)
 
 
-class TranscriptionTextDeltaEvent(msgspec.Struct, tag="transcript.text.delta", tag_field="type"):
+class TranscriptionTextDeltaEvent(msgspec.Struct, tag="transcript.text.delta", tag_field="type",
+                                  omit_defaults=True):
     delta: str
+    logprobs: list[TokenLogprob] | UnsetType = UNSET
 
 
-class TranscriptionTextDoneEvent(msgspec.Struct, tag="transcript.text.done", tag_field="type"):
+class TranscriptionTextDoneEvent(msgspec.Struct, tag="transcript.text.done", tag_field="type", omit_defaults=True):
     text: str
     usage: TokenUsage
+    logprobs: list[TokenLogprob] | UnsetType = UNSET
