@@ -162,6 +162,8 @@ def test_bad_audio_is_refused_naming_the_part(audio_server) -> None:
         response = chat(audio_server, [{"role": "user", "content": [{"type": "input_audio", "input_audio": part}]}])
         assert response.status_code == 400 and words in response.json()["error"]["message"], response.text
         assert "messages[0].content[0]" in response.json()["error"]["message"]
+    shown = chat(audio_server, audio_message(speech()), raw_output=True).json()["choices"][0]["raw_output"]
+    assert f"{QUESTION}\n<audio>" in "".join(p for p in shown["prompt_fragments"] if isinstance(p, str))
     refused = chat(audio_server, audio_message(speech()), model="plain")
     assert refused.status_code == 400 and "does not accept audio" in refused.json()["error"]["message"]
     models = {m["id"]: m for m in httpx.get(f"{audio_server.v1}/models").json()["data"]}

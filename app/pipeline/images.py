@@ -11,7 +11,7 @@ random part made when the server starts, so text a user types never makes an ima
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
@@ -113,13 +113,25 @@ def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[Im
     return replace(prompt, tokens=expanded, images=placed)
 
 
-def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]]) -> Prompt:
+def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]],
+                 refs: tuple[ImageRef, ...]) -> Prompt:
     """The chat prompt with each part's images (a video's frames one after another) where the
-    template put the part's marker."""
+    template put the part's marker; its text shows `<image>` there (`<audio>` for a sound)."""
     expanded, placed = _fill(_holed_tokens(served, prompt, len(groups)), groups)
-    text = prompt.text.replace(IMAGE_MARKER, "<image>")
-    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
+    text = _shown(prompt.text, _labels(refs))
+    labels = _labels(refs)
+    shown = [_shown(piece, labels) if isinstance(piece, str) else piece for piece in prompt.fragments]
     return replace(prompt, tokens=expanded, text=text, fragments=shown, images=placed)
+
+
+def _labels(refs: tuple[ImageRef, ...]) -> Iterator[str]:
+    return iter(["<audio>" if ref.audio else "<image>" for ref in refs])
+
+
+def _shown(text: str, labels: Iterator[str]) -> str:
+    """`text` with each media marker as the next of `labels` (the markers come in the parts' order)."""
+    pieces = text.split(IMAGE_MARKER)
+    return pieces[0] + "".join(next(labels, "<image>") + piece for piece in pieces[1:])
 
 
 def placed_count(served: ServedModel, prompt: Prompt, counts: list[int]) -> int:
