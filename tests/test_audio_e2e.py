@@ -14,6 +14,8 @@ import struct
 import httpx
 import pytest
 
+from backends.llama_model import LlamaModel, ModelOptions
+from tests.audio_oracle import reference_answer
 from tests.built import tiny_audio
 from tests.conftest import POOL
 from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
@@ -78,6 +80,26 @@ def test_the_responses_door_reads_input_audio_as_chat_does(audio_server, client)
     expected = chat(audio_server, audio_message(speech())).json()["choices"][0]["message"]["content"]
     assert response.output_text == expected  # the same turn, the same prompt, the same greedy text
     assert response.usage.input_tokens > AUDIO_TOKENS
+
+
+def test_the_server_matches_llama_cpps_own_path(audio_server, model_path) -> None:
+    """The served chat (template, HTTP, engine) against libmtmd's helper path on the same tokens
+    and the same WAV: the same greedy text, the same top-5 first tokens within 1e-4."""
+    answer = chat(audio_server, audio_message(speech()), raw_output=True, logprobs=True, top_logprobs=5).json()
+    choice = answer["choices"][0]
+    ids = choice["raw_output"]["prompt_token_ids"]
+    sound = [i for i, token in enumerate(ids) if token < 0]
+    assert len(sound) == AUDIO_TOKENS and sound == list(range(sound[0], sound[0] + AUDIO_TOKENS))
+    model = LlamaModel(model_path, ModelOptions())
+    try:
+        text, top = reference_answer(model, tiny_audio()[1], ids[:sound[0]], speech(), ids[sound[-1] + 1:], 6,
+                                     n_batch=512)
+    finally:
+        model.close()
+    assert choice["message"]["content"] == text
+    first = choice["logprobs"]["content"][0]["top_logprobs"]
+    assert [entry["token_id"] for entry in first] == [token for token, _ in top]
+    assert [entry["logprob"] for entry in first] == pytest.approx([logprob for _, logprob in top], abs=1e-4)
 
 
 @pytest.mark.parametrize("container", sorted(CONTAINERS))

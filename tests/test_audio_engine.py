@@ -9,14 +9,11 @@ Long sound is cut into the encoder's 30 s windows in order; bad sound is refused
 from __future__ import annotations
 
 import asyncio
-import ctypes
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-import llama_cpp
-import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 import pytest
 
@@ -35,6 +32,7 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector
+from tests.audio_oracle import reference_answer
 from tests.built import tiny_audio
 from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
 from tests.sounds import encoded, speech, tone_wav
@@ -78,47 +76,9 @@ def _engine_text(engine: Engine, prompt: PromptSpec) -> tuple[str, list[tuple[in
 
 def _reference_text(model: LlamaModel, projector_path: Path, data: bytes,
                     n_batch: int = 256) -> tuple[str, list[tuple[int, float]]]:
-    """Greedy text after libmtmd reads the file and evaluates the prompt itself (in batches of
-    `n_batch`), and the first token's 5 most likely (token, logprob)."""
-    params = llama_cpp.llama_context_default_params()
-    params.n_ctx, params.n_batch, params.n_ubatch = 512, n_batch, n_batch
-    params.n_threads = params.n_threads_batch = 2
-    ctx = llama_cpp.llama_init_from_model(model.handle, params)
-    options = mtmd.mtmd_context_params_default()
-    options.use_gpu, options.n_threads, options.warmup = False, 2, False
-    mctx = mtmd.mtmd_init_from_file(str(projector_path).encode(), model.handle, options)
-    chunks = mtmd.mtmd_input_chunks_init()
-    buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
-    bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(mctx, buffer, len(data), False)
-    try:
-        assert bitmap and mtmd.mtmd_bitmap_is_audio(bitmap)
-        prompt = (HEAD + mtmd.mtmd_default_marker().decode() + TAIL).encode()
-        text = mtmd.mtmd_input_text(prompt, len(prompt), False, True)
-        assert mtmd.mtmd_tokenize(mctx, chunks, ctypes.byref(text), (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap), 1) == 0
-        n_past = llama_cpp.llama_pos(0)
-        assert mtmd.mtmd_helper_eval_chunks(mctx, ctx, chunks, 0, 0, n_batch, True, ctypes.byref(n_past)) == 0
-        tokens, position, top = [], n_past.value, []
-        batch = llama_cpp.llama_batch_init(1, 0, 1)
-        for _ in range(NEW_TOKENS):
-            logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(model.n_vocab,))
-            if not top:
-                logprobs = logits.astype(np.float64) - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
-                top = [(int(i), float(logprobs[i])) for i in np.argsort(-logprobs, kind="stable")[:5]]
-            token = int(np.argmax(logits))
-            if model.is_eog(token):
-                break
-            tokens.append(token)
-            batch.n_tokens, batch.token[0], batch.pos[0], batch.n_seq_id[0] = 1, token, position, 1
-            batch.seq_id[0][0], batch.logits[0] = 0, True
-            assert llama_cpp.llama_decode(ctx, batch) == 0
-            position += 1
-        llama_cpp.llama_batch_free(batch)
-        return model.detokenize(tokens, special=True), top
-    finally:
-        mtmd.mtmd_bitmap_free(bitmap)
-        mtmd.mtmd_input_chunks_free(chunks)
-        mtmd.mtmd_free(mctx)
-        llama_cpp.llama_free(ctx)
+    head = model.tokenize(HEAD, add_special=False, parse_special=True)
+    tail = model.tokenize(TAIL, add_special=False, parse_special=True)
+    return reference_answer(model, projector_path, head, data, tail, NEW_TOKENS, n_batch)
 
 
 def _prompt(model: LlamaModel, sound) -> PromptSpec:
