@@ -142,9 +142,11 @@ class Projector:
         declared = declared_size(data)
         if declared is not None and declared[0] * declared[1] > MAX_PIXELS:
             raise ImageError(f"the image declares {declared[0]}x{declared[1]} pixels; at most {MAX_PIXELS} are read")
-        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with self._lock:
-            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+            bitmap = None
+            if _stb_reads(data):  # the helper hands anything else to its audio reader, or to ffmpeg as video
+                buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+                bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
             if not bitmap:  # not a format libmtmd's stb_image reads (WebP, TIFF...): Pillow's turn
                 bitmap = bitmap_of(pillow_pixels(data))
             return self._tokenized(bitmap, max_side, read)
@@ -224,6 +226,14 @@ class Projector:
         else:
             sections = _mrope_sections(chunk, n_tokens)
         return ImageTile(embeddings.copy(), non_causal, sections, mtmd.mtmd_input_chunk_get_n_pos(chunk))
+
+
+STB_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"8BPS", b"#?RADIANCE", b"#?RGBE", b"P5", b"P6")
+
+
+def _stb_reads(data: bytes) -> bool:
+    """Whether `data` starts as an image libmtmd's stb_image reads (PNG, JPEG, GIF, BMP, PSD, HDR, PNM)."""
+    return data.startswith(STB_MAGIC)
 
 
 def _helper_reads_audio(data: bytes) -> bool:
