@@ -105,13 +105,15 @@ def test_the_server_matches_llama_cpps_own_path(audio_server, model_path) -> Non
 @pytest.mark.parametrize("container", sorted(CONTAINERS))
 def test_each_container_is_heard_through_chat_and_transcriptions(client, container) -> None:
     data = encoded(container)
-    message = client.chat.completions.create(model="audio", messages=audio_message(data, container), max_tokens=6,
-                                             temperature=0)
+    chunks = list(client.chat.completions.create(model="audio", messages=audio_message(data, container),
+                                                 max_tokens=6, temperature=0, stream=True,
+                                                 stream_options={"include_usage": True}))
     transcript = client.audio.transcriptions.create(model="audio", file=(f"speech.{container}", data),
                                                     extra_body=CAP)
     streamed = list(client.audio.transcriptions.create(model="audio", file=(f"speech.{container}", data),
                                                        stream=True, extra_body=CAP))
-    assert message.usage.prompt_tokens > AUDIO_TOKENS and transcript.usage.input_token_details.audio_tokens == AUDIO_TOKENS
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)  # the answer streams
+    assert chunks[-1].usage.prompt_tokens > AUDIO_TOKENS == transcript.usage.input_token_details.audio_tokens
     assert streamed[-1].type == "transcript.text.done" and streamed[-1].text == transcript.text
     assert "".join(event.delta for event in streamed[:-1]) == transcript.text
 
