@@ -1,6 +1,7 @@
 """A chat's images: fetched (app/media/fetch.py), encoded by the model's projector, and put into the
 prompt where the chat template placed each image's marker (a video's sampled frames, app/media/video.py,
-one after another where its marker is).
+one after another where its marker is). A sound (`input_audio`, app/media/audio.py) takes the same
+road: its encoder windows are chunks like an image's.
 
 Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
 it like any text, and here each marker in the rendered prompt becomes the image's tokens (the
