@@ -33,7 +33,7 @@ from backends.jobs import (
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector
 from tests.audio_oracle import reference_answer
-from tests.built import tiny_audio
+from tests.built import tiny_audio, tiny_vlm
 from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
 from tests.sounds import encoded, speech, tone_wav
 
@@ -106,6 +106,17 @@ def test_the_projector_reads_audio_and_not_images(audio_model) -> None:
     assert projector.encode_audio(speech(), audio_samples).key == sound.key  # keyed by content
     with pytest.raises(ImageError, match="takes no images"):
         projector.count(b"\x89PNG\r\n\x1a\n")
+
+
+def test_a_vision_projector_takes_no_audio(audio_model) -> None:
+    model = audio_model[0]
+    vision_only = Projector(model, tiny_vlm()[1], threads=2)
+    try:
+        assert vision_only.vision and not vision_only.audio
+        with pytest.raises(ImageError, match="takes no audio"):
+            vision_only.encode_audio(speech(), audio_samples)
+    finally:
+        vision_only.close()
 
 
 def test_the_engine_matches_llama_cpps_own_path(audio_model) -> None:
