@@ -28,15 +28,13 @@ class AudioRequest:
     """One transcription or translation, as its form asked."""
 
     task: Literal["transcribe", "translate"]
-    data: bytes  # the uploaded file
-    filename: str
+    data: bytes  # the uploaded file (its name and type are not trusted: the decoders read its header)
     model: str
     language: str | None
     prompt: str | None
     response_format: ResponseFormat
     temperature: float
     stream: bool
-    segments: bool  # `timestamp_granularities[]` asked for segments (verbose_json)
     max_tokens: int | None  # llama-server's cap on the text's tokens (None: what the context leaves)
     logprobs: bool  # `include[]=logprobs`: each token of the text with its log-probability (json only)
 
@@ -67,9 +65,9 @@ async def audio_request(form: FormMultiDict, task: Literal["transcribe", "transl
     if stream and response_format not in STREAMED_FORMATS:
         raise BadRequest(f"response_format {response_format} cannot stream: a stream carries text "
                          f"({' or '.join(STREAMED_FORMATS)})", param="stream")
-    return AudioRequest(task, data, upload.filename or "audio", _model(form), _text(form, "language"),
-                        _text(form, "prompt"), response_format, _temperature(form), stream,
-                        _granularities(form, response_format), _max_tokens(form), _logprobs(form, response_format))
+    _check_timing(form, response_format)
+    return AudioRequest(task, data, _model(form), _text(form, "language"), _text(form, "prompt"), response_format,
+                        _temperature(form), stream, _max_tokens(form), _logprobs(form, response_format))
 
 
 def _logprobs(form: FormMultiDict, response_format: str) -> bool:
@@ -135,10 +133,10 @@ def _temperature(form: FormMultiDict) -> float:
     return temperature
 
 
-def _granularities(form: FormMultiDict, response_format: str) -> bool:
-    """Whether segments are asked; 400 for what an audio language model cannot give (word
-    timestamps), for chunking other than what it does, and for granularities outside
-    verbose_json (as OpenAI answers)."""
+def _check_timing(form: FormMultiDict, response_format: str) -> None:
+    """400 for timing an audio language model cannot give (word timestamps; `segment` is what
+    verbose_json's one segment is), for granularities outside verbose_json (as OpenAI answers),
+    and for chunking other than the projector's own."""
     asked = [*form.getall("timestamp_granularities[]", []), *form.getall("timestamp_granularities", [])]
     for value in asked:
         if value == "word":
@@ -155,4 +153,3 @@ def _granularities(form: FormMultiDict, response_format: str) -> bool:
     if chunking is not None and chunking != "auto":
         raise BadRequest("chunking_strategy is auto here: the projector cuts the audio into its encoder's windows "
                          "(Whisper's 30 s) itself", param="chunking_strategy")
-    return bool(asked)
