@@ -12,10 +12,17 @@ import numpy as np
 from backends.jobs import ImageTile, PromptImage, image_placeholders
 
 MAX_PIXELS = 64_000_000  # a decoded image larger than this is refused (a decompression bomb)
+MAX_AUDIO_SECONDS = 1800  # longer sound is refused (60 of Whisper's 30 s windows)
 
 
 class ImageError(ValueError):
-    """An image the projector cannot read, with the reason."""
+    """An image (or sound) the projector cannot read, with the reason."""
+
+
+def check_audio_seconds(seconds: float) -> None:
+    """`ImageError` with the numbers for sound longer than `MAX_AUDIO_SECONDS`."""
+    if seconds > MAX_AUDIO_SECONDS:
+        raise ImageError(f"the audio is {seconds:.1f} s long; at most {MAX_AUDIO_SECONDS} s are read")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -29,8 +29,8 @@ def next_image(images: dict[int, PromptImage], fed: int, prompt_length: int) -> 
 
 class ImageDecodeError(ValueError):
     def __init__(self, batch_size: int):
-        super().__init__(f"an image could not be decoded (an image must fit a batch of {batch_size} tokens, and "
-                         "text must end the prompt)")
+        super().__init__(f"an image could not be decoded (an image read with attention both ways must fit a batch "
+                         f"of {batch_size} tokens, and text must end the prompt)")
 
 
 class ImagePrefill:
@@ -63,29 +63,40 @@ class ImagePrefill:
         return None
 
     def decode(self, tile: ImageTile, seq_id: int, first_position: int) -> int:
-        """Decode `tile` into sequence `seq_id` from `first_position` on; llama_decode's status."""
+        """Decode `tile` into sequence `seq_id` from `first_position` on; llama_decode's status. A
+        causal chunk longer than a batch (a Qwen2-Audio window is 750 rows) goes in batch-sized
+        pieces, as llama.cpp's helper decodes it; a non-causal one must fit one batch."""
         rows = len(tile.embeddings)
-        if rows > self.max_rows or tile.embeddings.shape[1] != self.n_embd:
+        if (tile.non_causal and rows > self.max_rows) or tile.embeddings.shape[1] != self.n_embd:
             return -1
-        batch = self._batch
         source = np.ascontiguousarray(tile.embeddings, dtype=np.float32)
-        ctypes.memmove(batch.embd, source.ctypes.data, source.nbytes)
         if tile.sections is None:
-            for row in range(rows):
-                batch.pos[row] = first_position + row
-        else:  # section j of row i at j * rows + i (section-major)
-            base, slope = tile.sections
-            for index, position in enumerate((base + slope * first_position).reshape(-1).tolist()):
-                batch.pos[index] = position
-        for row in range(rows):
-            batch.n_seq_id[row] = 1
-            batch.seq_id[row][0] = seq_id
-            batch.logits[row] = False
-        batch.n_tokens = rows
+            positions = np.arange(first_position, first_position + rows, dtype=np.int64)[None, :]
+        else:
+            base, slope = tile.sections  # section j of row i at [j, i]
+            positions = base + slope * first_position
         if tile.non_causal:
             llama_cpp.llama_set_causal_attn(self._ctx, False)
         try:
-            return llama_cpp.llama_decode(self._ctx, batch)
+            for start in range(0, rows, self.max_rows):
+                stop = min(rows, start + self.max_rows)
+                status = self._decode_rows(source[start:stop], positions[:, start:stop], seq_id)
+                if status != 0:
+                    return status
+            return 0
         finally:
             if tile.non_causal:
                 llama_cpp.llama_set_causal_attn(self._ctx, True)
+
+    def _decode_rows(self, rows: np.ndarray, positions: np.ndarray, seq_id: int) -> int:
+        """One decode of embedding `rows` at `positions` (sections x rows; section-major in the batch)."""
+        batch, count = self._batch, len(rows)
+        ctypes.memmove(batch.embd, rows.ctypes.data, rows.nbytes)
+        for index, position in enumerate(positions.reshape(-1).tolist()):
+            batch.pos[index] = position
+        for row in range(count):
+            batch.n_seq_id[row] = 1
+            batch.seq_id[row][0] = seq_id
+            batch.logits[row] = False
+        batch.n_tokens = count
+        return llama_cpp.llama_decode(self._ctx, batch)

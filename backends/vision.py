@@ -1,5 +1,5 @@
-"""A model's multimodal projector (`mmproj` GGUF) through llama.cpp's libmtmd: image bytes in,
-the embeddings the text model decodes in their place out.
+"""A model's multimodal projector (`mmproj` GGUF) through llama.cpp's libmtmd: image or audio bytes
+in, the embeddings the text model decodes in their place out.
 
 `Projector.encode` reads an image (PNG, JPEG, BMP, GIF's first frame with libmtmd's stb_image;
 WebP and what else Pillow reads with Pillow), runs the projector's own preprocessing and vision
@@ -11,6 +11,12 @@ it has decoded and never mistakes one image for another. For M-RoPE models (Qwen
 each chunk carries its tokens' 2-D positions as libmtmd lays them out. Encoding runs on the
 caller's thread (off the engine's), one image at a time per projector: libmtmd's encoder is not
 thread-safe.
+
+Audio (projectors whose encoder hears: Ultravox, Qwen2-Audio, Voxtral...) takes the same road:
+`encode_audio` reads WAV, MP3 and FLAC with libmtmd's own helper (miniaudio, resampled to the
+projector's rate) and anything else through the decoder it is given (PyAV, app/media/audio.py);
+libmtmd's preprocessor cuts the sound into its encoder's windows (Whisper's 30 s), each one chunk
+of the `ImageEmbedding`, in order, prefilled and cached exactly like an image's chunks.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import llama_cpp
 import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
+from backends import image_data
 from backends.image_data import (
     MAX_PIXELS,
     ImageEmbedding,
@@ -35,11 +42,13 @@ from backends.image_data import (
     pillow_pixels,
 )
 from backends.image_header import declared_size
+from backends.image_prefill import MROPE_SECTIONS
 from backends.jobs import IMAGE_OFFSET_BITS, ImageTile
 from backends.llama_model import LlamaModel, ModelLoadError
 
 MARKER = b"<__fireside_media__>"  # the projector's media marker; only this module writes it
 MAX_IMAGE_TOKENS = (1 << IMAGE_OFFSET_BITS) - 1
+AudioDecoder = Callable[[bytes, int, float], np.ndarray]  # (data, rate, most seconds) -> mono float32 samples
 
 
 class Projector:
@@ -91,15 +100,53 @@ class Projector:
         """How many prompt tokens `encode_pixels` makes of these pixels (see `count`)."""
         return self._from_pixels(np.ascontiguousarray(pixels, dtype=np.uint8), _token_count)
 
+    def encode_audio(self, data: bytes, decode: AudioDecoder) -> ImageEmbedding:
+        """The sound in `data` as embeddings, one chunk per encoder window; `ImageError` when it
+        cannot be read (`decode` reads what libmtmd's helper does not)."""
+        key = int.from_bytes(hashlib.blake2b(data, digest_size=6, person=b"audio").digest(), "big")
+        return self._from_audio(data, decode, lambda parts: self._embedding(parts, key))
+
+    def count_audio(self, data: bytes, decode: AudioDecoder) -> int:
+        """How many prompt tokens `encode_audio` makes of the sound in `data` (the encoder does not run)."""
+        return self._from_audio(data, decode, _token_count)
+
+    def _from_audio(self, data: bytes, decode: AudioDecoder, read: Callable[[list[_Part]], _T]) -> _T:
+        if not self.audio:
+            raise ImageError("this model's projector takes no audio")
+        rate = mtmd.mtmd_get_audio_sample_rate(self._ctx)
+        bitmap = None
+        if _helper_reads_audio(data):  # anything else would go on to its image and video readers
+            buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+            # off the lock: for sound the helper reads only the projector's sample rate
+            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+        if not bitmap:  # not WAV, MP3 or FLAC (or not one miniaudio reads): the container decoder's turn
+            samples = np.ascontiguousarray(decode(data, rate, image_data.MAX_AUDIO_SECONDS), dtype=np.float32)
+            if not samples.size:
+                raise ImageError("the audio holds no samples")
+            bitmap = mtmd.mtmd_bitmap_init_from_audio(samples.size, samples.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
+        chunks = mtmd.mtmd_input_chunks_init()
+        try:
+            seconds = mtmd.mtmd_bitmap_get_nx(bitmap) / rate
+            image_data.check_audio_seconds(seconds)
+            if not mtmd.mtmd_bitmap_get_nx(bitmap):
+                raise ImageError("the audio holds no samples")
+            with self._lock:
+                return read(self._parts(chunks, bitmap, audio=True))
+        finally:
+            mtmd.mtmd_input_chunks_free(chunks)
+            mtmd.mtmd_bitmap_free(bitmap)
+
     def _from_bytes(self, data: bytes, max_side: int | None, read: Callable[[list[_Part]], _T]) -> _T:
         if not self.vision:
             raise ImageError("this model's projector takes no images")
         declared = declared_size(data)
         if declared is not None and declared[0] * declared[1] > MAX_PIXELS:
             raise ImageError(f"the image declares {declared[0]}x{declared[1]} pixels; at most {MAX_PIXELS} are read")
-        buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
         with self._lock:
-            bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
+            bitmap = None
+            if _stb_reads(data):  # the helper hands anything else to its audio reader, or to ffmpeg as video
+                buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
+                bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
             if not bitmap:  # not a format libmtmd's stb_image reads (WebP, TIFF...): Pillow's turn
                 bitmap = bitmap_of(pillow_pixels(data))
             return self._tokenized(bitmap, max_side, read)
@@ -128,14 +175,16 @@ class Projector:
             mtmd.mtmd_input_chunks_free(chunks)
             mtmd.mtmd_bitmap_free(bitmap)
 
-    def _parts(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p) -> list[_Part]:
-        """The image preprocessed (`mtmd_tokenize`: no encoder run) into its text tokens and its
-        image chunks, in order, each checked."""
+    def _parts(self, chunks: mtmd.mtmd_input_chunks_p, bitmap: mtmd.mtmd_bitmap_p, audio: bool = False) -> list[_Part]:
+        """The image (or sound) preprocessed (`mtmd_tokenize`: no encoder run) into its text tokens
+        and its media chunks, in order, each checked."""
+        noun = "audio" if audio else "image"
+        media_chunk = mtmd.MTMD_INPUT_CHUNK_TYPE_AUDIO if audio else mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE
         text = mtmd.mtmd_input_text(self._marker, len(self._marker), False, False)
         bitmaps = (mtmd.mtmd_bitmap_p_ctypes * 1)(bitmap)
         status = mtmd.mtmd_tokenize(self._ctx, chunks, ctypes.byref(text), bitmaps, 1)
         if status != 0:
-            raise ImageError(f"the projector could not preprocess the image (status {status})")
+            raise ImageError(f"the projector could not preprocess the {noun} (status {status})")
         parts: list[_Part] = []
         for i in range(mtmd.mtmd_input_chunks_size(chunks)):
             chunk = mtmd.mtmd_input_chunks_get(chunks, i)
@@ -144,19 +193,19 @@ class Projector:
                 tokens = mtmd.mtmd_input_chunk_get_tokens_text(chunk, ctypes.byref(count))
                 ids = tuple(tokens[j] for j in range(count.value))
                 if any(not 0 <= token < self.n_vocab for token in ids):
-                    raise ImageError("the projector frames images with tokens this model's vocabulary lacks: it is "
+                    raise ImageError(f"the projector frames {noun} with tokens this model's vocabulary lacks: it is "
                                      "not this model's projector")
                 if ids:
                     parts.append(ids)
                 continue
-            if mtmd.mtmd_input_chunk_get_type(chunk) != mtmd.MTMD_INPUT_CHUNK_TYPE_IMAGE:
-                raise ImageError("the projector reads this data as audio, not as an image")
+            if mtmd.mtmd_input_chunk_get_type(chunk) != media_chunk:
+                raise ImageError(f"the projector did not read this data as {'audio' if audio else 'an image'}")
             n_tokens = mtmd.mtmd_input_chunk_get_n_tokens(chunk)
             if not 0 < n_tokens <= MAX_IMAGE_TOKENS:
-                raise ImageError(f"the projector made {n_tokens} tokens of the image")
+                raise ImageError(f"the projector made {n_tokens} tokens of the {noun}")
             parts.append(_Chunk(chunk, n_tokens))
         if not any(isinstance(part, _Chunk) for part in parts) or len(parts) > 255:
-            raise ImageError(f"the projector made {len(parts)} parts of the image, none or too many of them images")
+            raise ImageError(f"the projector made {len(parts)} parts of the {noun}, none or too many of them {noun}")
         return parts
 
     def _embedding(self, parts: list[_Part], key: int) -> ImageEmbedding:
@@ -166,19 +215,36 @@ class Projector:
     def _encode_chunk(self, part: _Chunk) -> ImageTile:
         chunk, n_tokens = part.chunk, part.n_tokens
         if mtmd.mtmd_encode_chunk(self._ctx, chunk) != 0:
-            raise ImageError("the projector failed to encode the image")
+            raise ImageError("the projector failed to encode the media")
         output = mtmd.mtmd_get_output_embd(self._ctx)
         embeddings = np.ctypeslib.as_array(output, shape=(n_tokens * self.n_embd,)).reshape(n_tokens, self.n_embd)
         non_causal = bool(mtmd.mtmd_decode_use_non_causal(self._ctx, chunk))
         if not self.mrope:
             return ImageTile(embeddings.copy(), non_causal)
-        return ImageTile(embeddings.copy(), non_causal, _mrope_sections(chunk, n_tokens),
-                         mtmd.mtmd_input_chunk_get_n_pos(chunk))
+        if mtmd.mtmd_input_chunk_get_type(chunk) == mtmd.MTMD_INPUT_CHUNK_TYPE_AUDIO:
+            sections = _mrope_1d(n_tokens)
+        else:
+            sections = _mrope_sections(chunk, n_tokens)
+        return ImageTile(embeddings.copy(), non_causal, sections, mtmd.mtmd_input_chunk_get_n_pos(chunk))
+
+
+STB_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"8BPS", b"#?RADIANCE", b"#?RGBE", b"P5", b"P6")
+
+
+def _stb_reads(data: bytes) -> bool:
+    """Whether `data` starts as an image libmtmd's stb_image reads (PNG, JPEG, GIF, BMP, PSD, HDR, PNM)."""
+    return data.startswith(STB_MAGIC)
+
+
+def _helper_reads_audio(data: bytes) -> bool:
+    """Whether libmtmd's helper takes `data` for sound (its own test: a WAV, FLAC or MP3 header)."""
+    return len(data) >= 12 and (data[:4] == b"RIFF" and data[8:12] == b"WAVE" or data[:4] == b"fLaC"
+                                or data[:3] == b"ID3" or data[0] == 0xFF and data[1] & 0xE0 == 0xE0)
 
 
 @dataclass(frozen=True)
 class _Chunk:
-    """An image chunk of the preprocessed image (valid until its chunk list is freed)."""
+    """A media chunk of the preprocessed image or sound (valid until its chunk list is freed)."""
 
     chunk: mtmd.mtmd_input_chunk_p
     n_tokens: int
@@ -208,3 +274,10 @@ def _mrope_sections(chunk: mtmd.mtmd_input_chunk_p, n_tokens: int) -> tuple[np.n
     table = np.array([[[p.t, p.y, p.x, p.z] for p in row] for row in at], dtype=np.int64)  # 2 x tokens x 4
     base = table[0].T
     return np.ascontiguousarray(base), np.ascontiguousarray(table[1].T - base)
+
+
+def _mrope_1d(n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """M-RoPE positions of an audio chunk: its tokens in a line, the same in all 4 sections (as
+    llama.cpp's helper lays them out, `set_position_mrope_1d`)."""
+    base = np.tile(np.arange(n_tokens, dtype=np.int64), (MROPE_SECTIONS, 1))
+    return base, np.ones_like(base)

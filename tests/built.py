@@ -69,6 +69,14 @@ def tiny_vlm() -> tuple[Path, Path]:
     return default_model_path(), built("tiny-vlm", make_tiny_vlm) / "mmproj.gguf"
 
 
+def tiny_audio() -> tuple[Path, Path]:
+    """SmolLM2 and the tiny ultravox-type audio projector (tests/fixtures/make_tiny_audio.py)."""
+    from backends.registry import default_model_path
+    from tests.fixtures.make_tiny_audio import make_tiny_audio
+
+    return default_model_path(), built("tiny-audio", make_tiny_audio) / "mmproj-audio.gguf"
+
+
 def tiny_qwen2vl() -> tuple[Path, Path]:
     """The tiny Qwen2-VL text model and its projector (tests/fixtures/make_tiny_qwen2vl.py)."""
     from backends.registry import default_model_path

@@ -191,7 +191,8 @@ LONGEST_FIRST = (
     "test_kv_pool",
     "test_structured_output", "test_auto_draft", "test_warm_start", "test_gemma3", "test_model_file_faults",
     "test_model_registry", "test_rerank_e2e", "test_rpc", "test_security_checks", "test_shutdown",
-    "test_structured_strictness", "test_vision_e2e", "test_lora_serving", "test_speculation", "test_reasoning_e2e",
+    "test_structured_strictness", "test_audio_e2e", "test_vision_e2e", "test_lora_serving", "test_speculation",
+    "test_reasoning_e2e",
     "test_anthropic_e2e", "test_tensor_placement",
 )
 

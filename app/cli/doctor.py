@@ -73,7 +73,7 @@ class DoctorReport(msgspec.Struct):
     config_file: PathInfo
     models_dir: PathInfo
     models_configured: int | None  # None: the config file cannot be read (config_error says why)
-    models_with_images: list[str]  # configured models with a projector (mmproj): they read images
+    models_with_images: list[str]  # configured models with a projector (mmproj): they read images or audio
     config_error: str | None
     default_model: str | None  # the embedded SmolLM2 GGUF, when fireside[default-model] is installed
     port: PortInfo
@@ -358,7 +358,7 @@ def render_text(report: DoctorReport) -> str:
         _path_line("config file", report.config_file, "not written yet"),
         _path_line("models folder", report.models_dir, "not created yet"),
         f"models configured: {report.models_configured if report.models_configured is not None else 'unknown'}",
-        f"models that read images (with an mmproj projector): {', '.join(report.models_with_images) or 'none'}",
+        f"models with an mmproj projector (they read images or audio): {', '.join(report.models_with_images) or 'none'}",
         f"models with a draft model: {'; '.join(report.draft_pairs) or 'none'}",
         f"default model: {report.default_model or 'not installed'}",
         f"port {report.port.port} on {report.port.host}: "

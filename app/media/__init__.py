@@ -1,1 +1,1 @@
-"""Media in requests: images and video fetched with limits, decoded, sampled and placed in the prompt."""
+"""Media in requests: images, video and audio fetched with limits, decoded, sampled and placed in the prompt."""

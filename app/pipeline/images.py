@@ -1,6 +1,7 @@
 """A chat's images: fetched (app/media/fetch.py), encoded by the model's projector, and put into the
 prompt where the chat template placed each image's marker (a video's sampled frames, app/media/video.py,
-one after another where its marker is).
+one after another where its marker is). A sound (`input_audio`, app/media/audio.py) takes the same
+road: its encoder windows are chunks like an image's.
 
 Plans write `IMAGE_MARKER` into a message's text where an image part sat; the template renders
 it like any text, and here each marker in the rendered prompt becomes the image's tokens (the
@@ -11,12 +12,13 @@ random part made when the server starts, so text a user types never makes an ima
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
+from app.media.audio import audio_samples, check_length
 from app.media.fetch import MediaError, MediaPolicy, media_bytes
 from app.media.video import VideoError, video_frames
 from app.pipeline.errors import BadRequest
@@ -32,6 +34,7 @@ if TYPE_CHECKING:  # backends.vision loads libmtmd: only where a model has a pro
     from backends.vision import Projector
 
 NO_IMAGES = "this model does not accept images"
+NO_AUDIO = "this model does not accept audio"
 HOLE = -1  # where an image goes in a prompt's tokens before they are filled (no vocabulary id is negative)
 T = TypeVar("T")
 
@@ -41,7 +44,8 @@ async def encode_images(served: ServedModel, refs: tuple[ImageRef, ...],
     """Each part's images (one, or a video's frames) read and encoded, in order; 400 naming the
     part for any that cannot be."""
     projector = _projector(served, refs)
-    return await _read_images(refs, policy, projector.encode, projector.encode_pixels)
+    return await _read_images(refs, policy, projector.encode, projector.encode_pixels,
+                              lambda data: projector.encode_audio(data, audio_samples))
 
 
 async def count_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: MediaPolicy) -> list[int]:
@@ -49,26 +53,39 @@ async def count_images(served: ServedModel, refs: tuple[ImageRef, ...], policy: 
     would make them, from the projector's preprocessing alone (its encoder does not run); the
     same 400s."""
     projector = _projector(served, refs)
-    return [sum(group) for group in await _read_images(refs, policy, projector.count, projector.count_pixels)]
+    return [sum(group) for group in await _read_images(refs, policy, projector.count, projector.count_pixels,
+                                                       lambda data: projector.count_audio(data, audio_samples))]
 
 
 def _projector(served: ServedModel, refs: tuple[ImageRef, ...]) -> Projector:
+    """The model's projector; 400 naming the first part it cannot read (a sound without an audio
+    encoder, an image without a vision one)."""
     projector = served.projector
-    if projector is None or not projector.vision:
-        kind = "a video" if refs[0].video else "an image"
-        raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {refs[0].where} is {kind}",
-                         param=_param(refs[0]))
+    for ref in refs:
+        if ref.audio and (projector is None or not projector.audio):
+            raise BadRequest(f"{NO_AUDIO} (serve it with a --mmproj projector that reads audio): {ref.where} is "
+                             "audio", param=_param(ref))
+        if not ref.audio and (projector is None or not projector.vision):
+            kind = "a video" if ref.video else "an image"
+            raise BadRequest(f"{NO_IMAGES} (serve it with its --mmproj projector): {ref.where} is {kind}",
+                             param=_param(ref))
+    assert projector is not None
     return projector
 
 
 async def _read_images(refs: tuple[ImageRef, ...], policy: MediaPolicy, still: Callable[[bytes, int | None], T],
-                       frame: Callable[[np.ndarray], T]) -> list[list[T]]:
+                       frame: Callable[[np.ndarray], T], sound: Callable[[bytes], T]) -> list[list[T]]:
     """Each part's images fetched and read by the projector (`still` for an image, `frame` for
-    each of a video's sampled frames), in order; 400 naming the part for any that cannot be."""
+    each of a video's sampled frames, `sound` for audio), in order; 400 naming the part for any
+    that cannot be."""
     groups = []
     for ref in refs:
         try:
             data = await media_bytes(ref.url, policy)
+            if ref.audio:
+                await asyncio.to_thread(check_length, data)
+                groups.append([await asyncio.to_thread(sound, data)])
+                continue
             if ref.video is None:
                 groups.append([await asyncio.to_thread(still, data, ref.max_side)])
                 continue
@@ -97,13 +114,25 @@ def written_image_prompt(model: LlamaModel, prompt: Prompt, groups: list[list[Im
     return replace(prompt, tokens=expanded, images=placed)
 
 
-def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]]) -> Prompt:
+def place_images(served: ServedModel, prompt: Prompt, groups: list[list[ImageEmbedding]],
+                 refs: tuple[ImageRef, ...]) -> Prompt:
     """The chat prompt with each part's images (a video's frames one after another) where the
-    template put the part's marker."""
+    template put the part's marker; its text shows `<image>` there (`<audio>` for a sound)."""
     expanded, placed = _fill(_holed_tokens(served, prompt, len(groups)), groups)
-    text = prompt.text.replace(IMAGE_MARKER, "<image>")
-    shown = [piece.replace(IMAGE_MARKER, "<image>") if isinstance(piece, str) else piece for piece in prompt.fragments]
+    text = _shown(prompt.text, _labels(refs))
+    labels = _labels(refs)
+    shown = [_shown(piece, labels) if isinstance(piece, str) else piece for piece in prompt.fragments]
     return replace(prompt, tokens=expanded, text=text, fragments=shown, images=placed)
+
+
+def _labels(refs: tuple[ImageRef, ...]) -> Iterator[str]:
+    return iter(["<audio>" if ref.audio else "<image>" for ref in refs])
+
+
+def _shown(text: str, labels: Iterator[str]) -> str:
+    """`text` with each media marker as the next of `labels` (the markers come in the parts' order)."""
+    pieces = text.split(IMAGE_MARKER)
+    return pieces[0] + "".join(next(labels, "<image>") + piece for piece in pieces[1:])
 
 
 def placed_count(served: ServedModel, prompt: Prompt, counts: list[int]) -> int:

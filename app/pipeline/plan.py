@@ -91,12 +91,14 @@ IMAGE_PLACEHOLDER = "<image>"  # where each of a completions prompt's `images` g
 
 @dataclass(frozen=True)
 class ImageRef:
-    """An image a message carries: its URL and which part of the request it came from."""
+    """An image (or a video, or a sound) a message carries: its URL and which part of the request it
+    came from."""
 
     url: str
     where: str  # e.g. "messages[1].content[2]", for errors
     max_side: int | None = None  # scale the image (each frame) down to this many pixels on its long side first
     video: tuple[float, int] | None = None  # a video part: (frames per second, most frames) to sample
+    audio: bool = False  # a sound (`input_audio`), read by the projector's audio encoder
 
 
 @dataclass(frozen=True)

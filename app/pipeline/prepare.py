@@ -117,7 +117,7 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
         encoded = await encode_images(served, plan.input.images, media) if plan.input.images else []
         prompts = [await asyncio.to_thread(chat_prompt, model, chat, plan.input, reasoning)]
         if encoded:
-            prompts[0] = place_images(served, prompts[0], encoded)
+            prompts[0] = place_images(served, prompts[0], encoded, plan.input.images)
         budget = reasoning_budget(model, chat, prompts[0].text, reasoning)
     else:
         prompts = written_prompts(plan.input.prompts, model, plan.input.keep_last)

@@ -8,6 +8,7 @@ import logging
 from litestar import Litestar, MediaType, get
 
 from app.api.anthropic.routes import ROUTES as ANTHROPIC_ROUTES
+from app.api.audio.routes import ROUTES as AUDIO_ROUTES
 from app.api.common.errors import SpecShape, error_handlers
 from app.api.embeddings.routes import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
@@ -45,7 +46,7 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None, dra
     drain = drain or Drain()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
-                        *TGI_ROUTES, *OLLAMA_ROUTES,
+                        *TGI_ROUTES, *OLLAMA_ROUTES, *AUDIO_ROUTES,
                         *PAGE_ROUTES, health, openapi],
         exception_handlers=error_handlers(SpecShape()),  # the doors with their own shape set theirs
         openapi_config=None,  # our own document, generated from the request Structs (app.server.openapi)

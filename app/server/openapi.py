@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from app.api.anthropic import openapi as anthropic_openapi
+from app.api.audio import openapi as audio_openapi
 from app.api.common.outputs import LogProbs, NewLogProbs
 from app.api.common.paths import API_PREFIXES
 from app.api.embeddings.routes import EmbeddingRequest, EmbeddingResponse
@@ -81,7 +82,7 @@ def openapi_document() -> dict[str, Any]:
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
         RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS, *tgi_openapi.STRUCTS,
-        *ollama_openapi.STRUCTS,
+        *ollama_openapi.STRUCTS, *audio_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -99,6 +100,7 @@ def openapi_document() -> dict[str, Any]:
     paths.update(responses_openapi.paths(_ref))
     paths.update(ollama_openapi.paths(_ref))
     paths.update(tgi_openapi.paths(_ref))
+    paths.update(audio_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {
         "openapi": "3.1.0",

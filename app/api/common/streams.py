@@ -2,7 +2,7 @@
 and ends it (`app.pipeline.framing.Framing`, which `app.pipeline.run.stream` writes with).
 
 - OpenAI's and Fireworks' server-sent events: one `data: {json}` event per chunk, then `data: [DONE]`;
-- TGI's: the same `data:` events with no end marker;
+- TGI's and OpenAI audio's (`transcript.text.*`): the same `data:` events with no end marker;
 - Anthropic's and OpenAI Responses': each event named by its payload's type (`event: name`), the
   last event ends the stream (no marker);
 - Ollama's: newline-delimited JSON objects, the last one with `done: true`.
@@ -41,6 +41,7 @@ def json_line(chunk: Any) -> bytes:
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 OPENAI_SSE = Framing(sse_data, b"data: [DONE]\n\n", "text/event-stream", SSE_HEADERS)
 TGI_SSE = Framing(sse_data, b"", "text/event-stream", SSE_HEADERS)
+AUDIO_SSE = Framing(sse_data, b"", "text/event-stream", SSE_HEADERS)  # transcript.text.done ends it
 ANTHROPIC_SSE = Framing(sse_named, b"", "text/event-stream", SSE_HEADERS)  # message_stop ends it
 RESPONSES_SSE = Framing(sse_named, b"", "text/event-stream", SSE_HEADERS)  # the last event ends it
 NDJSON = Framing(json_line, b"", "application/x-ndjson")

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.media.audio import AUDIO_FORMATS
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import IMAGE_MARKER, Conversation, ImageRef, ToolPlan
 
@@ -35,6 +36,18 @@ def long_side(at: str, detail: str | None, detail_sides: dict[str, int | None],
         limits.append(value)
     given = [limit for limit in limits if limit is not None]
     return min(given) if given else None
+
+
+def audio_ref(data: str, audio_format: str, at: str, where: str, param: str = "messages") -> ImageRef:
+    """A sound sent as base64 `data` in `audio_format` (OpenAI's `input_audio`), as an `ImageRef`
+    the projector's audio encoder reads; 400 for a format the server does not read. The format
+    is checked, not trusted: the decoders read the data's own header."""
+    if audio_format.lower() not in AUDIO_FORMATS:
+        raise BadRequest(f"{at}.format is one of {', '.join(sorted(AUDIO_FORMATS))}, got {audio_format!r}",
+                         param=param)
+    if not data:
+        raise BadRequest(f"{at}.data is empty", param=param)
+    return ImageRef(f"data:audio/{audio_format.lower()};base64,{data}", where, audio=True)
 
 
 def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 import msgspec
 
 from app.api.common.reasoning import reasoning_request
-from app.api.common.turns import DETAIL_SIDES, Turns, joined, long_side
+from app.api.common.turns import DETAIL_SIDES, Turns, audio_ref, joined, long_side
 from app.api.fireworks.requests import (
     ChatCompletionRequest,
     ChatMessage,
@@ -345,6 +345,8 @@ def _content_text(message: ChatMessage, index: int, turns: Turns) -> str | None:
             texts.append(turns.image(_image(part, where)))
         elif part.type == "video_url":
             texts.append(turns.image(_video(part, where)))
+        elif part.type == "input_audio":
+            texts.append(turns.image(_audio(part, where)))
         else:
             raise BadRequest(f"messages[{index}].content[{j}] has unknown type {part.type!r}", param="messages")
     return joined(texts)
@@ -356,6 +358,14 @@ def _image(part: ChatMessageContent, where: str) -> ImageRef:
         raise BadRequest(f"{where} is an image_url part without image_url", param="messages")
     side = long_side(f"{where}.image_url", image.detail, DETAIL_SIDES, {"max_long_side_pixel": image.max_long_side_pixel})
     return ImageRef(image.url, where, side)
+
+
+def _audio(part: ChatMessageContent, where: str) -> ImageRef:
+    """An `input_audio` part: base64 data in a format the server reads; the sound goes where its marker is."""
+    sound = part.input_audio
+    if sound is None:
+        raise BadRequest(f"{where} is an input_audio part without input_audio", param="messages")
+    return audio_ref(sound.data, sound.format, f"{where}.input_audio", where)
 
 
 def _video(part: ChatMessageContent, where: str) -> ImageRef:

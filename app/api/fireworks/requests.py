@@ -60,11 +60,17 @@ class ChatMessageContentVideoURL(WireStruct):
     max_long_side_pixel: int | None = None
 
 
+class ChatMessageContentInputAudio(WireStruct):
+    data: str  # base64
+    format: str
+
+
 class ChatMessageContent(WireStruct):
     type: str
     text: str | None = None
     image_url: ChatMessageContentImageURL | None = None
     video_url: ChatMessageContentVideoURL | None = None
+    input_audio: ChatMessageContentInputAudio | None = None
 
 
 class PredictedOutput(WireStruct):

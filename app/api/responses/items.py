@@ -15,10 +15,11 @@ from typing import Any
 import msgspec
 
 from app.api.common.signing import sign, verify
-from app.api.common.turns import DETAIL_SIDES, Turns, joined, tool_call
+from app.api.common.turns import DETAIL_SIDES, Turns, audio_ref, joined, tool_call
 from app.api.responses.requests import (
     FunctionCall,
     FunctionCallOutput,
+    InputAudio,
     InputFile,
     InputImage,
     InputItem,
@@ -114,8 +115,11 @@ def _part_text(part: Any, where: str, turns: Turns) -> str:
         if part.image_url is None:
             raise BadRequest(f"{where} is an input_image without image_url", param=where)
         return turns.image(ImageRef(part.image_url, where, IMAGE_SIDES[part.detail or "auto"]))
+    if isinstance(part, InputAudio):
+        sound = part.input_audio
+        return turns.image(audio_ref(sound.data, sound.format, f"{where}.input_audio", where, param=where))
     assert isinstance(part, InputFile)
-    raise BadRequest(f"{where} is an input_file; this server reads text and images only", param=where)
+    raise BadRequest(f"{where} is an input_file; this server reads text, images and audio only", param=where)
 
 
 def _text(content: str | list[Any], where: str, turns: Turns) -> str:

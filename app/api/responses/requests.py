@@ -36,6 +36,15 @@ class InputImage(WireStruct, tag_field="type", tag="input_image"):
     prompt_cache_breakpoint: dict[str, Any] | None = None
 
 
+class InputAudioData(WireStruct):
+    data: str  # base64
+    format: str
+
+
+class InputAudio(WireStruct, tag_field="type", tag="input_audio"):
+    input_audio: InputAudioData
+
+
 class InputFile(WireStruct, tag_field="type", tag="input_file"):
     file_id: str | None = None
     file_data: str | None = None
@@ -56,7 +65,7 @@ class Refusal(WireStruct, tag_field="type", tag="refusal"):
     refusal: str
 
 
-ContentPart = InputText | InputImage | InputFile | OutputText | Refusal
+ContentPart = InputText | InputImage | InputAudio | InputFile | OutputText | Refusal
 
 
 # ---- input items -------------------------------------------------------------------------------
