@@ -31,6 +31,7 @@ import llama_cpp
 import numpy as np
 
 from backends.drafting import LookupDrafter
+from backends.ggml_native import native_function
 from backends.llama_model import LlamaModel, ModelLoadError, ModelOptions
 from backends.prefix import common_prefix_length
 
@@ -153,6 +154,22 @@ class ModelDrafter:
 def _cooldown(failures: int) -> int:
     """Steps without drafts after `failures` drafts in a row kept nothing."""
     return min(MAX_MODEL_COOLDOWN, 1 << failures) if failures else 0
+
+
+class _Rows:
+    """A numpy view's source over memory llama.cpp owns, by address (np.ctypeslib.as_array of a
+    2-D shape builds a ctypes array type per call: more than the pick's own work on a GPU)."""
+
+    __slots__ = ("__array_interface__",)
+
+    def __init__(self, address: int, shape: tuple[int, int]):
+        self.__array_interface__ = {"data": (address, False), "shape": shape, "typestr": "<f4", "version": 3}
+
+
+def _logits_rows(ctx: llama_cpp.llama_context_p, count: int, n_vocab: int) -> np.ndarray:
+    """The first `count` outputs of the context's last decode, as a (count, n_vocab) view."""
+    address = native_function("llama_get_logits", ctypes.c_void_p, ctypes.c_void_p)(ctx)
+    return np.asarray(_Rows(address, (count, n_vocab)))
 
 
 class DraftRunner:
@@ -289,9 +306,7 @@ class DraftRunner:
         if not wanted:
             return picks
         count = len(wanted)
-        pointer = llama_cpp.llama_get_logits(self._ctx)
-        logits = np.ctypeslib.as_array(ctypes.cast(pointer, ctypes.POINTER(ctypes.c_float)),
-                                       shape=(max(outputs) + 1, self.model.n_vocab))
+        logits = _logits_rows(self._ctx, max(outputs) + 1, self.model.n_vocab)
         rows = [outputs[i] for i in wanted]
         if rows == list(range(count)):  # the usual order: the outputs are the wanted rows
             block = logits[:count]
