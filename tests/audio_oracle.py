@@ -14,6 +14,7 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
 from backends.llama_model import LlamaModel
+from tests.multimodal_runs import top5
 
 
 def reference_answer(model: LlamaModel, projector_path: Path, head: Sequence[int], data: bytes, tail: Sequence[int],
@@ -46,8 +47,7 @@ def reference_answer(model: LlamaModel, projector_path: Path, head: Sequence[int
         for _ in range(new_tokens):
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(model.n_vocab,))
             if not top:
-                logprobs = logits.astype(np.float64) - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
-                top = [(int(i), float(logprobs[i])) for i in np.argsort(-logprobs, kind="stable")[:5]]
+                top = top5(logits)
             token = int(np.argmax(logits))
             if model.is_eog(token):
                 break

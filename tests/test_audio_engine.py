@@ -8,7 +8,6 @@ Long sound is cut into the encoder's 30 s windows in order; bad sound is refused
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -22,19 +21,14 @@ from backends import image_data
 from backends.engine import Engine, EngineOptions
 from backends.image_data import ImageError
 from backends.jobs import (
-    ChoiceFinished,
-    GenerationJob,
-    JobFailed,
-    LogprobOptions,
     PromptSpec,
-    SamplingParams,
-    TextDelta,
 )
-from backends.llama_model import LlamaModel, ModelOptions
+from backends.llama_model import LlamaModel
 from backends.vision import Projector
 from tests.audio_oracle import reference_answer
 from tests.built import tiny_audio, tiny_vlm
 from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
+from tests.multimodal_runs import engine_greedy, projector_engine
 from tests.sounds import encoded, speech, tone_wav
 
 HEAD = "<|im_start|>user\nWhat was said? "
@@ -44,34 +38,8 @@ NEW_TOKENS = 8
 
 @pytest.fixture(scope="module")
 def audio_model():
-    text_path, projector_path = tiny_audio()
-    model = LlamaModel(text_path, ModelOptions())
-    projector = Projector(model, projector_path, threads=2)
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
-    yield model, projector, engine, projector_path
-    engine.close()
-    projector.close()
-    model.close()
-
-
-def _engine_text(engine: Engine, prompt: PromptSpec) -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
-    """The greedy text, the first token's 5 most likely (token, logprob), and the usage."""
-    async def run() -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
-        handle = engine.submit(GenerationJob((prompt,), 1, SamplingParams(temperature=0), special_text=True,
-                                             logprobs=LogprobOptions(top=5)))
-        text, top, finished = "", [], None
-        async for event in handle.events():
-            if isinstance(event, TextDelta):
-                text += event.text
-                if not top and event.logprob is not None:
-                    top = list(event.logprob.top)
-            elif isinstance(event, ChoiceFinished):
-                finished = event
-            elif isinstance(event, JobFailed):
-                raise event.error
-        assert finished is not None
-        return text, top, finished
-    return asyncio.run(run())
+    with projector_engine(*tiny_audio()) as loaded:
+        yield loaded
 
 
 def _reference_text(model: LlamaModel, projector_path: Path, data: bytes,
@@ -124,7 +92,7 @@ def test_the_engine_matches_llama_cpps_own_path(audio_model) -> None:
     expected, expected_top = _reference_text(model, projector_path, speech())
     prompt = _prompt(model, projector.encode_audio(speech(), audio_samples))
     for cached in (False, True):  # cold, then the sound's chunk reused from the prefix cache
-        text, top, finished = _engine_text(engine, prompt)
+        text, top, finished = engine_greedy(engine, prompt)
         assert text == expected
         assert [token for token, _ in top] == [token for token, _ in expected_top]
         assert np.allclose([p for _, p in top], [p for _, p in expected_top], atol=1e-4)
@@ -138,7 +106,7 @@ def test_a_chunk_longer_than_a_batch_is_decoded_in_pieces(audio_model) -> None:
     prompt = _prompt(model, projector.encode_audio(speech(), audio_samples))
     small = Engine(model, EngineOptions(ctx_size=512, parallel=1, threads=2, batch_size=32))  # 75 rows: 3 pieces
     try:
-        text, top, _ = _engine_text(small, prompt)
+        text, top, _ = engine_greedy(small, prompt)
     finally:
         small.close()
     assert text == expected

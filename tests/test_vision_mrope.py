@@ -7,7 +7,6 @@ a prompt whose image it reuses from the prefix cache."""
 
 from __future__ import annotations
 
-import asyncio
 import ctypes
 from pathlib import Path
 
@@ -16,20 +15,14 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 import pytest
 
-from backends.engine import Engine, EngineOptions
 from backends.jobs import (
-    ChoiceFinished,
-    GenerationJob,
-    JobFailed,
-    LogprobOptions,
     PromptSpec,
-    SamplingParams,
-    TextDelta,
 )
-from backends.llama_model import LlamaModel, ModelOptions
-from backends.vision import Projector, bitmap_of
+from backends.llama_model import LlamaModel
+from backends.vision import bitmap_of
 from tests.built import tiny_qwen2vl
 from tests.images import noise
+from tests.multimodal_runs import engine_greedy, projector_engine, top5
 
 HEAD = "<|im_start|>user\n"
 TAILS = ["Describe.<|im_end|>\n<|im_start|>assistant\n", "Describe it in detail.<|im_end|>\n<|im_start|>assistant\n"]
@@ -38,34 +31,8 @@ NEW_TOKENS = 8
 
 @pytest.fixture(scope="module")
 def qwen2vl():
-    text_path, projector_path = tiny_qwen2vl()
-    model = LlamaModel(text_path, ModelOptions())
-    projector = Projector(model, projector_path, threads=2)
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
-    yield model, projector, engine, projector_path
-    engine.close()
-    projector.close()
-    model.close()
-
-
-def _engine_text(engine: Engine, prompt: PromptSpec) -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
-    """The greedy text, the first token's 5 most likely (token, logprob), and the usage."""
-    async def run() -> tuple[str, list[tuple[int, float]], ChoiceFinished]:
-        handle = engine.submit(GenerationJob((prompt,), 1, SamplingParams(temperature=0), special_text=True,
-                                             logprobs=LogprobOptions(top=5)))
-        text, top, finished = "", [], None
-        async for event in handle.events():
-            if isinstance(event, TextDelta):
-                text += event.text
-                if not top and event.logprob is not None:
-                    top = list(event.logprob.top)
-            elif isinstance(event, ChoiceFinished):
-                finished = event
-            elif isinstance(event, JobFailed):
-                raise event.error
-        assert finished is not None
-        return text, top, finished
-    return asyncio.run(run())
+    with projector_engine(*tiny_qwen2vl()) as loaded:
+        yield loaded
 
 
 def _reference_text(model: LlamaModel, projector_path: Path, pixels: np.ndarray,
@@ -92,8 +59,7 @@ def _reference_text(model: LlamaModel, projector_path: Path, pixels: np.ndarray,
         for _ in range(NEW_TOKENS):
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(ctx, -1), shape=(model.n_vocab,))
             if not top:
-                logprobs = logits.astype(np.float64) - np.log(np.exp(logits - logits.max()).sum()) - logits.max()
-                top = [(int(i), float(logprobs[i])) for i in np.argsort(-logprobs, kind="stable")[:5]]
+                top = top5(logits)
             token = int(np.argmax(logits))
             if model.is_eog(token):
                 break
@@ -133,7 +99,7 @@ def test_the_engine_decodes_as_llama_cpp_does_cold_and_from_the_cache(qwen2vl) -
     pixels = noise(2, 112)[:84]
     image = projector.encode_pixels(pixels)
     for tail in TAILS:  # the second prompt reuses the first one's image from the prefix cache
-        text, top, finished = _engine_text(engine, _prompt(model, image, tail))
+        text, top, finished = engine_greedy(engine, _prompt(model, image, tail))
         reference_text, reference_top = _reference_text(model, projector_path, pixels, tail)
         assert text == reference_text
         # the same distribution to float precision (about 5e-7 apart); advancing the position by
