@@ -62,9 +62,12 @@ def keyed_server(keyed_family):
 
 
 def _wait(driver, condition, timeout: float = WAIT):
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, timeout, poll_frequency=0.1).until(condition)
+    # the page redraws lists as it goes: an element found a moment ago may be gone, try again
+    return WebDriverWait(driver, timeout, poll_frequency=0.1,
+                         ignored_exceptions=[StaleElementReferenceException]).until(condition)
 
 
 def _by_id(driver, name: str):
@@ -127,7 +130,14 @@ def test_chat_streams_an_answer_and_shows_speed_and_cache(browser, server):
     # machine's: a speed needs two tokens apart in time, else it shows "–")
     assert re.fullmatch(r"\d+\.\d|–", _by_id(browser, "tps").text), _by_id(browser, "tps").text
     assert re.fullmatch(r"\d+\.\d\d s", _by_id(browser, "ttft").text), _by_id(browser, "ttft").text
+    # "drop the oldest turns" asks the server to, as `prompt_truncate_len` does: the context less the answer's room
+    _by_id(browser, "trim").click()
+    browser.execute_script("window.sent = []; const send = window.fetch; window.fetch = (url, options) => {"
+                           " window.sent.push(options?.body); return send(url, options); };")
     _, second = _ask(browser, "And again, shorter.")  # the second turn starts with the first
+    [card] = [c for c in httpx.get(f"{server.v1}/models").json()["data"] if c["id"] == server.model]
+    body = json.loads(next(b for b in browser.execute_script("return window.sent") if b and "messages" in b))
+    assert body["prompt_truncate_len"] == card["context_length"] - 12
     assert second
     assert int(_by_id(browser, "cached-tokens").text) > 0  # the first turn's prompt was reused
     assert int(_by_id(browser, "prompt-tokens").text) > int(_by_id(browser, "cached-tokens").text)
@@ -167,6 +177,7 @@ def test_the_page_asks_for_the_key_and_shows_reasoning_apart(browser, keyed_serv
     assert not _by_id(browser, "key-form").is_displayed()
     _set(browser, "max-tokens", "16")
     reasoning, content = _ask(browser, "Why is the sky blue?", model="r1")
+    _wait(browser, lambda d: _by_id(d, "effort-field").is_displayed(), timeout=10)  # loaded now: R1 thinks
     # its generation prompt opens a think block the tiny model never closes: all of it is reasoning
     assert reasoning.strip() and content == ""
     page = httpx.get(keyed_server.base_url)
@@ -335,6 +346,7 @@ def test_markdown_renders_while_it_streams_and_html_in_an_answer_never_runs(brow
     assert _by_id(browser, "stop").is_enabled()
     _wait(browser, lambda d: _css(d, ".turn.assistant .actions .regenerate"), timeout=20)
     page_server.scripted.pieces, page_server.scripted.delay = 4, 0.0
+    assert not _by_id(browser, "effort-field").is_displayed()  # no reasoning effort for a model without it
     content = _css(browser, ".turn.assistant .content")[-1]
     assert content.find_element("css selector", "h2").text == "Steps"
     assert [item.text for item in content.find_elements("css selector", "ul li")] == [
@@ -529,7 +541,7 @@ def test_an_image_reaches_the_vision_model_and_the_context_meter_counts(browser,
     _set(browser, "max-tokens", "500")  # what is left cannot hold such an answer: the page says so
     _by_id(browser, "temperature").click()  # the change lands
     _wait(browser, lambda d: _by_id(d, "context-warning").is_displayed(), timeout=5)
-    assert "context is full" in _by_id(browser, "context-warning").text
+    assert "The next answer may not fit" in _by_id(browser, "context-warning").text
     browser.save_screenshot(str(artifacts / "image-and-context.png"))
     _set(browser, "max-tokens", "4")
 

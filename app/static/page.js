@@ -64,7 +64,8 @@ async function modelSelected() {
   const id = $("model").value;
   if (!id) return;
   if (conversation && conversation.model !== id) { conversation.model = id; persist(); }
-  if (!shown.has(id) && !cards.get(id)?.upstream) {  // thinking is in Ollama's words only
+  const card = cards.get(id);
+  if (!card?.upstream && !(shown.has(id) && card?.loaded)) {  // thinking: Ollama's words, once loaded
     const response = await call("/api/show", { method: "POST", body: { model: id } });
     shown.set(id, response.ok ? (await response.json()).capabilities ?? [] : []);
   }
@@ -339,10 +340,13 @@ function showContext() {
   const warning = $("context-warning");
   warning.hidden = room > 0;
   if (room <= 0) {
-    warning.textContent = $("trim").checked
-      ? "The context is full: the oldest turns are left out of what the model sees."
-      : "The context is full: the next answer may not fit. Tick \"Drop the oldest turns\" in the settings, "
-        + "start a new chat, or lower Max tokens.";
+    const left = Math.max(0, limit - used);
+    const images = conversation.messages.some((m) => m.images?.length);
+    warning.textContent = `The next answer may not fit: ${left} tokens of the context are left, `
+      + `and Max tokens asks for ${$("max-tokens").value}. `
+      + ($("trim").checked && !images ? "The oldest turns are left out of what the model sees."
+        : images ? "Start a new chat or lower Max tokens (turns with images cannot be dropped)."
+        : "Tick \"Drop the oldest turns\" in the settings, start a new chat, or lower Max tokens.");
   }
 }
 
@@ -531,6 +535,7 @@ async function answer() {
       busy(false);
     }
   }
+  loadModels().catch(() => {});  // the model may have loaded: its context and capabilities are known now
 }
 
 // ---- the page -------------------------------------------------------------------------------------
