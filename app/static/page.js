@@ -414,18 +414,25 @@ function requestBody() {
   const limit = contextLimit();
   const hasImages = conversation.messages.some((m) => m.images?.length);
   if (settings.trim && limit && !hasImages) body.prompt_truncate_len = Math.max(1, limit - body.max_tokens);
-  const schema = settings.schema.trim();
-  $("schema-error").hidden = true;
-  if (schema) {
-    try {
-      body.response_format = { type: "json_schema", json_schema: { name: "answer", schema: JSON.parse(schema) } };
-    } catch (error) {
-      $("schema-error").textContent = `The schema is not JSON: ${error.message}`;
-      $("schema-error").hidden = false;
-      return null;
-    }
-  }
+  const format = responseFormat();
+  if (format === null) return null;
+  if (format) body.response_format = format;
   return body;
+}
+
+// The answer's `response_format` for the schema in the settings: undefined without one, null (and
+// the reason shown) for one that is not JSON.
+function responseFormat() {
+  const schema = $("schema").value.trim();
+  $("schema-error").hidden = true;
+  if (!schema) return undefined;
+  try {
+    return { type: "json_schema", json_schema: { name: "answer", schema: JSON.parse(schema) } };
+  } catch (error) {
+    $("schema-error").textContent = `The schema is not JSON: ${error.message}`;
+    $("schema-error").hidden = false;
+    return null;
+  }
 }
 
 function showStats(usage, started, firstToken, ended) {
@@ -449,7 +456,7 @@ async function send(event) {
   event.preventDefault();
   const text = $("prompt").value.trim();
   if ((!text && !pending.length) || running || !$("model").value) return;
-  if (!requestBodyIsValid()) return;
+  if (responseFormat() === null) return;
   conversation ??= fresh();
   conversation.model = $("model").value;
   conversation.messages.push({ role: "user", content: text, ...(pending.length ? { images: pending } : {}) });
@@ -459,20 +466,6 @@ async function send(event) {
   drawAttachments();
   drawConversation();
   await answer();
-}
-
-function requestBodyIsValid() {
-  const schema = $("schema").value.trim();
-  $("schema-error").hidden = true;
-  if (!schema) return true;
-  try {
-    JSON.parse(schema);
-    return true;
-  } catch (error) {
-    $("schema-error").textContent = `The schema is not JSON: ${error.message}`;
-    $("schema-error").hidden = false;
-    return false;
-  }
 }
 
 function regenerate() {
@@ -503,7 +496,15 @@ async function answer() {
   let firstToken = null;
   try {
     const response = await call("/v1/chat/completions", { method: "POST", body, signal: controller.signal });
-    if (response.status === 401) { conversation.messages.pop(); turn.remove(); await loadModels(); return; }
+    if (response.status === 401) {  // the key was refused: the page asks for one, the question stays
+      conversation.messages.pop();
+      turn.remove();
+      running = null;
+      busy(false);
+      await persist();
+      await loadModels();
+      return;
+    }
     if (!response.ok) throw new Error(await errorText(response));
     for await (const chunk of records(response)) {
       if (chunk.error) throw new Error(chunk.error.message);
