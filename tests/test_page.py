@@ -366,6 +366,13 @@ def test_markdown_renders_while_it_streams_and_html_in_an_answer_never_runs(brow
     logged = [entry["message"] for entry in browser.get_log("browser") if "favicon.ico" not in entry["message"]]
     assert not [message for message in logged if "Content Security Policy" in message or "pwned" in message], logged
     browser.save_screenshot(str(artifacts / "markdown-answer.png"))
+    # the libraries come from the package, under the page's CSP; nothing else of the folder is served
+    base = page_server.server.base_url
+    library = httpx.get(f"{base}/static/vendor/purify.min.js")
+    assert library.status_code == 200 and library.headers["content-type"].startswith("text/javascript")
+    assert library.headers["content-security-policy"].startswith("default-src 'none'")
+    assert httpx.get(f"{base}/static/vendor/VERSIONS").status_code == 404
+    assert httpx.get(f"{base}/static/vendor/..%2Fpage.js").status_code == 404
 
 
 def test_conversations_last_and_can_be_edited_regenerated_stopped_renamed_searched_exported(browser, page_server,
@@ -547,6 +554,8 @@ def test_an_image_reaches_the_vision_model_and_the_context_meter_counts(browser,
 
 
 def test_the_models_panel_pulls_with_progress_loads_unloads_and_deletes(browser, page_server, artifacts):
+    from selenium.webdriver.support.ui import Select
+
     _open_page(browser, page_server)
     _by_id(browser, "open-models").click()
     _wait(browser, lambda d: {row.get_attribute("data-model") for row in _css(d, "#model-rows tr")} >= {"vlm",
@@ -557,9 +566,13 @@ def test_the_models_panel_pulls_with_progress_loads_unloads_and_deletes(browser,
         vlm.find_element("css selector", "button[aria-label='Unload vlm']").click()
     _wait(browser, lambda d: _css(d, "#model-rows tr[data-model='vlm'] button[aria-label='Load vlm']"))
     assert _css(browser, "#model-rows tr[data-model='vlm'] .loaded")[0].text == "no"
+    Select(_by_id(browser, "keep-alive")).select_by_value("1h")
     _css(browser, "#model-rows tr[data-model='vlm'] button[aria-label='Load vlm']")[0].click()
-    _wait(browser, lambda d: _css(d, "#model-rows tr[data-model='vlm'] .loaded")
-          and _css(d, "#model-rows tr[data-model='vlm'] .loaded")[0].text.startswith("yes"))
+    _wait(browser, lambda d: _texts(d, "#model-rows tr[data-model='vlm'] .loaded") != ["no"])
+    [loaded] = _texts(browser, "#model-rows tr[data-model='vlm'] .loaded")
+    assert re.fullmatch(r"yes, until \d\d:\d\d( [AP]M)?", loaded), loaded  # an hour from now, not for good
+    [running] = httpx.get(f"{page_server.server.base_url}/api/ps").json()["models"]
+    assert running["name"] == "vlm" and not running["expires_at"].startswith("9999")
     assert "vision" in _css(browser, "#model-rows tr[data-model='vlm'] td")[3].text
     _set(browser, "pull-name", "hf.co/acme/Tiny-GGUF:Q4_K_M")
     _by_id(browser, "pull").click()

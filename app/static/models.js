@@ -45,9 +45,8 @@ function cell(row, text) {
 }
 
 async function load(id) {
-  const keepAlive = $("keep-alive").value;
-  await json("/api/generate", { method: "POST",
-                                body: { model: id, ...(keepAlive ? { keep_alive: /^-?\d+$/.test(keepAlive) ? Number(keepAlive) : keepAlive } : {}) } });
+  const keepAlive = $("keep-alive").value;  // a Go duration or seconds, as Ollama takes it
+  await json("/api/generate", { method: "POST", body: { model: id, ...(keepAlive ? { keep_alive: keepAlive } : {}) } });
   await refreshModels();
 }
 

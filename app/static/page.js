@@ -476,6 +476,18 @@ function regenerate() {
   answer();
 }
 
+// The chat keeps the streaming answer in view unless the reader scrolled up to read something else.
+let following = true;
+
+function followAnswer() {
+  if (following) $("chat").scrollTop = $("chat").scrollHeight;
+}
+
+function noteScroll() {
+  const chat = $("chat");
+  following = chat.scrollHeight - chat.scrollTop - chat.clientHeight < 48;
+}
+
 // Streams the model's answer to the conversation as it stands, into a new assistant turn.
 async function answer() {
   const body = requestBody();
@@ -491,6 +503,7 @@ async function answer() {
   const shown = () => (message.format === "json" ? `\`\`\`json\n${message.content}\n\`\`\`` : message.content);
   const controller = new AbortController();
   running = controller;
+  following = true;
   busy(true);
   const started = performance.now();
   let firstToken = null;
@@ -519,7 +532,7 @@ async function answer() {
         message.usage = chunk.usage;
         showStats(chunk.usage, started, firstToken, performance.now());
       }
-      $("chat").scrollTop = $("chat").scrollHeight;
+      followAnswer();
     }
   } catch (error) {
     if (error.name === "AbortError") message.stopped = true; else message.error = error.message;
@@ -565,6 +578,12 @@ function init() {
     if (files.length) { event.preventDefault(); attach(files); }
   });
   $("stop").addEventListener("click", () => running?.abort());
+  $("chat").addEventListener("scroll", noteScroll, { passive: true });
+  $("ask").addEventListener("dragover", (event) => event.preventDefault());
+  $("ask").addEventListener("drop", (event) => {
+    event.preventDefault();
+    attach([...(event.dataTransfer?.files ?? [])]);
+  });
   $("new-chat").addEventListener("click", startConversation);
   $("search").addEventListener("input", listConversations);
   $("export").addEventListener("click", async () => download("fireside-chats.json", await store.listConversations()));
