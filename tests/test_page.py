@@ -587,3 +587,26 @@ def test_the_models_panel_pulls_with_progress_loads_unloads_and_deletes(browser,
     _wait(browser, lambda d: not _css(d, "#model-rows tr[data-model='tiny-q4_k_m']"))
     assert "Deleted tiny-q4_k_m" in _by_id(browser, "pull-status").text
     _by_id(browser, "close-models").click()
+
+
+def test_a_conversation_past_the_context_is_told_so_and_can_drop_its_oldest_turns(browser, page_server):
+    _open_page(browser, page_server, model="vlm")
+    _by_id(browser, "new-chat").click()
+    _set(browser, "temperature", "0")
+    _set(browser, "max-tokens", "2")
+    if _by_id(browser, "trim").is_selected():
+        _by_id(browser, "trim").click()
+    fill = "document.getElementById('prompt').value = arguments[0]"  # typing it key by key takes seconds
+    browser.execute_script(fill, "apple " * 200)
+    _by_id(browser, "send").click()
+    _wait(browser, lambda d: _by_id(d, "send").is_enabled() and len(_css(d, ".turn.assistant .regenerate")) == 1)
+    assert not _css(browser, ".turn.assistant .error")
+    browser.execute_script(fill, "pear " * 300)  # with the first turn, past the model's 512 tokens
+    _by_id(browser, "send").click()
+    _wait(browser, lambda d: _by_id(d, "send").is_enabled() and _css(d, ".turn.assistant .error"))
+    assert "maximum context length is 512" in _css(browser, ".turn.assistant .error")[0].text
+    _css(browser, ".turn.assistant .trim-retry")[0].click()  # the page offers to drop the oldest turns
+    _wait(browser, lambda d: _by_id(d, "send").is_enabled() and not _css(d, ".turn.assistant .error")
+          and len(_css(d, ".turn.assistant")) == 2)
+    assert _by_id(browser, "trim").is_selected()
+    assert int(_by_id(browser, "prompt-tokens").text) <= 512 - 2  # what the model saw: the first turn left out
