@@ -447,6 +447,7 @@ function showStats(usage, started, firstToken, ended) {
 }
 
 function busy(on) {
+  $("chat").setAttribute("aria-busy", String(on));  // a screen reader reads the answer once it is whole
   $("send").disabled = on;
   $("stop").disabled = !on;
   for (const element of $("chat").querySelectorAll(".edit, .regenerate")) element.disabled = on;
