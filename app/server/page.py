@@ -29,7 +29,8 @@ def _file(name: str, folder: str = "") -> bytes | None:
     """A file of the page, in `app/static` or its `folder` (None for any name that is not one)."""
     if "/" in name or name.startswith(".") or not name.endswith(tuple(MEDIA_TYPES)):
         return None
-    path = resources.files("app") / "static" / folder / name if folder else resources.files("app") / "static" / name
+    static = resources.files("app") / "static"
+    path = (static / folder if folder else static) / name
     return path.read_bytes() if path.is_file() else None
 
 
