@@ -416,6 +416,7 @@ def test_conversations_last_and_can_be_edited_regenerated_stopped_renamed_search
     page_server.scripted.pieces, page_server.scripted.delay = 4, 0.0
     partial = _css(browser, ".turn.assistant .content")[-1].text
     assert 0 < partial.count("word") < 200
+    _wait(browser, lambda d: _texts(d, ".turn.assistant .stopped") == ["Stopped before the end."], timeout=5)
     # rename, then search by title
     item = next(li for li in _css(browser, "#conversation-list li")
                 if li.find_element("css selector", ".open-chat").text == "Tell me about otters")

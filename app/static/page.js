@@ -263,6 +263,12 @@ function drawTurn(message, index) {
   if (message.reasoning) reasoningBlock(turn, false).textContent = message.reasoning;
   drawContent(content, message);
   if (message.error) showError(turn, message.error);
+  if (message.stopped) {
+    const note = document.createElement("p");
+    note.className = "stopped";
+    note.textContent = "Stopped before the end.";
+    content.after(note);
+  }
   const actions = document.createElement("div");
   actions.className = "actions";
   actions.append(actionButton("Copy", "copy", "Copy this message", () => copyText(message.content)));
