@@ -483,6 +483,12 @@ def test_enter_sends_shift_enter_breaks_a_line_and_themes_follow_the_system(brow
     _by_id(browser, "prompt").send_keys("line one", Keys.SHIFT, Keys.ENTER, Keys.SHIFT, "line two", Keys.ENTER)
     _wait(browser, lambda d: len(page_server.scripted.bodies) > before and _by_id(d, "send").is_enabled())
     assert page_server.scripted.bodies[-1]["messages"][-1]["content"] == "line one\nline two"
+    # every control has a name a screen reader can say: a label, an aria-label or its text
+    unnamed = browser.execute_script(
+        "return [...document.querySelectorAll('input, select, textarea, button, meter, progress')]"
+        ".filter(e => !(e.labels?.length || e.getAttribute('aria-label') || e.textContent.trim()))"
+        ".map(e => e.id || e.outerHTML.slice(0, 80))")
+    assert unnamed == []
     background = "return getComputedStyle(document.body).backgroundColor"
     light = browser.execute_script(background)
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia",
