@@ -367,5 +367,6 @@ def test_the_wheel_carries_the_page(tmp_path):
                     str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
     wheel, = tmp_path.glob("fireside-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"app/static/index.html", "app/static/page.js", "app/static/page.css"} <= names
+    assert {"app/static/index.html", "app/static/page.js", "app/static/page.css",
+            "app/static/vendor/marked.umd.js", "app/static/vendor/purify.min.js"} <= names
     assert "app/server/page.py" in names

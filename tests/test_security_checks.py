@@ -54,8 +54,10 @@ SMALL = ONE_SMALL_SLOT
 # Ollama's clients see that a server runs). Written out here, not read from the app, so that
 # opening a route by mistake fails this test.
 PUBLIC_PATHS = frozenset({"/health"})
-PUBLIC_PAGE = frozenset({("GET", "/"), ("HEAD", "/"), ("GET", "/static/{name:str}")})
+PUBLIC_PAGE = frozenset({("GET", "/"), ("HEAD", "/"), ("GET", "/static/{name:str}"),
+                         ("GET", "/static/vendor/{name:str}")})  # the page's vendored libraries
 PAGE_FILE = "page.js"
+VENDOR_FILE = "purify.min.js"
 
 
 # --- servers ---------------------------------------------------------------------------------
@@ -89,7 +91,8 @@ def is_public(method: str, template: str) -> bool:
 
 def concrete(template: str, model: str) -> str:
     """A plausible path for a template: every parameter needs a value here, or the test stops."""
-    values = {"model_id": model, "response_id": "resp_0123456789abcdef", "name": PAGE_FILE}
+    page_file = VENDOR_FILE if template.startswith("/static/vendor/") else PAGE_FILE
+    values = {"model_id": model, "response_id": "resp_0123456789abcdef", "name": page_file}
 
     def value(match: re.Match[str]) -> str:
         name = match[1]

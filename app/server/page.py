@@ -1,5 +1,7 @@
 """The page at `/`: a chat with any served model, for a person with a browser. Static files from
-the package (`app/static`), nothing fetched from elsewhere; it talks to `/v1` like any client."""
+the package (`app/static`, with the vendored libraries it renders Markdown with in `app/static/vendor`),
+nothing fetched from elsewhere; it talks to `/v1` and the Ollama routes (`/api/ps`, `/api/pull`, ...) like
+any client."""
 
 from __future__ import annotations
 
@@ -23,16 +25,17 @@ PAGE_HEADERS = {
 
 
 @functools.cache
-def _file(name: str) -> bytes | None:
-    """A file of the page (None for any name that is not one)."""
+def _file(name: str, folder: str = "") -> bytes | None:
+    """A file of the page, in `app/static` or its `folder` (None for any name that is not one)."""
     if "/" in name or name.startswith(".") or not name.endswith(tuple(MEDIA_TYPES)):
         return None
-    path = resources.files("app") / "static" / name
+    static = resources.files("app") / "static"
+    path = (static / folder if folder else static) / name
     return path.read_bytes() if path.is_file() else None
 
 
-def _serve(name: str) -> Response:
-    content = _file(name)
+def _serve(name: str, folder: str = "") -> Response:
+    content = _file(name, folder)
     if content is None:
         raise NotFoundException(f"no file {name!r} here")
     suffix = name[name.rindex("."):]
@@ -49,4 +52,9 @@ async def page_file(name: FromPath[str]) -> Response:
     return _serve(name)
 
 
-ROUTES = [page, page_file]
+@get("/static/vendor/{name:str}", include_in_schema=False)
+async def vendor_file(name: FromPath[str]) -> Response:
+    return _serve(name, "vendor")
+
+
+ROUTES = [page, page_file, vendor_file]
