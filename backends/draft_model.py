@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 P_MIN = 0.75  # llama.cpp's --draft-p-min default
 TAIL_CUT = 20.0  # logits this far below a row's top are left out of its probability (see DraftRunner._pick)
+NEAR_LIMIT = 1024  # near logits gathered for a row's sum; a row with more is flat, summed in place
 MAX_MODEL_DRAFT = 16  # llama.cpp's --draft-max default
 FIRST_DRAFT = 4
 # A draft the model is unsure of after one token is a coin toss that costs a checked row (on a
@@ -196,6 +197,7 @@ class DraftRunner:
         self._vocab = min(draft.n_vocab, target_vocab)  # a drafted token must be one the target has
         self._rows = np.empty((parallel, draft.n_vocab), dtype=np.float32)  # a step's logits rows, when out of order
         self._near = np.empty((parallel, draft.n_vocab), dtype=np.bool_)  # which logits are near each row's top
+        self._scratch = np.empty(draft.n_vocab, dtype=np.float32)  # one flat row's exp
         self.trust = DraftTrust()  # shared by the streams' drafters
 
     def set_threads(self, threads: int) -> None:
@@ -316,11 +318,18 @@ class DraftRunner:
         tops = block[np.arange(count), tokens]
         near = self._near[:count]
         np.greater(block, (tops - TAIL_CUT)[:, None], out=near)
-        least = 1.0 / P_MIN
         for index, (i, token, top) in enumerate(zip(wanted, tokens.tolist(), tops.tolist(), strict=True)):
-            if token < self._vocab and float(np.exp(block[index][near[index]] - top).sum()) <= least:
+            if token < self._vocab and self._sure(block[index], near[index], top):
                 picks[i] = token
         return picks
+
+    def _sure(self, row: np.ndarray, near: np.ndarray, top: float) -> bool:
+        """Whether the top token's probability is at least P_MIN, from the logits near the top."""
+        if np.count_nonzero(near) <= NEAR_LIMIT:  # a sure row: few logits near its top
+            return float(np.exp(row[near] - top).sum()) <= 1.0 / P_MIN
+        scratch = self._scratch  # a flat row: summed in place, no array as large as the vocabulary
+        np.subtract(row, top, out=scratch)
+        return float(np.exp(scratch, out=scratch).sum()) <= 1.0 / P_MIN
 
     def _put(self, row: int, token: int, position: int, slot: int, logits: bool) -> None:
         batch = self._batch
