@@ -129,8 +129,8 @@ def _refuse(request: CompletionRequest, max_logprobs: int) -> None:
         ("post_sampling_probs", request.post_sampling_probs,
          "n_probs gives the model's own log-probabilities; probabilities after the sampler chain are not reported"),
         ("return_progress", request.return_progress, "prompt processing progress is not reported"),
-        ("n_keep", request.n_keep != 0, "Fireside does not shift the context; a prompt that does not fit is "
-                                        "refused and the completion ends when the context is full"),
+        ("n_keep", request.n_keep != 0, ("Fireside does not shift the context: a prompt that does not fit is "
+         "refused, and a completion ends when the context is full")),
         ("n_discard", request.n_discard != 0, "Fireside does not shift the context"),
         ("n_indent", request.n_indent != 0, "indentation-aware stopping is not supported"),
         ("n_cache_reuse", request.n_cache_reuse != 0,
@@ -203,7 +203,7 @@ def _logit_bias(bias: list[list[Any]] | dict[str, float | bool] | None) -> tuple
         token, value = pair
         if isinstance(token, str) and token.lstrip("-").isdigit():
             token = int(token)
-        if isinstance(token, str) or isinstance(token, bool) or not isinstance(token, int):
+        if isinstance(token, (str, bool)) or not isinstance(token, int):
             raise BadRequest(f"logit_bias[{i}]: biasing the tokens of a text ({token!r}) is not supported; give "
                              "token ids (POST /tokenize finds them)", param="logit_bias")
         if value is False:
