@@ -27,6 +27,7 @@ from app.api.fireworks.responses import (
 from app.api.ollama import openapi as ollama_openapi
 from app.api.rerank.routes import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
+from app.api.llamacpp import openapi as llamacpp_openapi
 from app.api.tgi import openapi as tgi_openapi
 from app.pipeline.errors import ErrorResponse, HTTPValidationError
 
@@ -81,7 +82,7 @@ def openapi_document() -> dict[str, Any]:
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
         RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS, *tgi_openapi.STRUCTS,
-        *ollama_openapi.STRUCTS,
+        *ollama_openapi.STRUCTS, *llamacpp_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -99,6 +100,7 @@ def openapi_document() -> dict[str, Any]:
     paths.update(responses_openapi.paths(_ref))
     paths.update(ollama_openapi.paths(_ref))
     paths.update(tgi_openapi.paths(_ref))
+    paths.update(llamacpp_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {
         "openapi": "3.1.0",

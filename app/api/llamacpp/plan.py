@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from app.api.llamacpp.tokens import MixedPrompt, mixed_tokens
-from app.api.llamacpp.wire import CompletionRequest
+from app.api.llamacpp.wire import LlamaCompletionRequest
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import (
     OutputOptions,
@@ -70,7 +70,7 @@ def prompt_list(prompt: str | list[Any]) -> list[MixedPrompt]:
     return out
 
 
-def completion_plan(request: CompletionRequest, model: str, max_logprobs: int) -> tuple[
+def completion_plan(request: LlamaCompletionRequest, model: str, max_logprobs: int) -> tuple[
         RequestPlan | PlanOnModel, CompletionAnswer]:
     _refuse(request, max_logprobs)
     prompts = prompt_list(request.prompt)
@@ -117,7 +117,7 @@ def _with_prompts(plan: RequestPlan, prompts: tuple[str | tuple[int, ...], ...])
     return replace(plan, input=Prompts(prompts))
 
 
-def _refuse(request: CompletionRequest, max_logprobs: int) -> None:
+def _refuse(request: LlamaCompletionRequest, max_logprobs: int) -> None:
     """The values Fireside cannot honour; each field's off value is accepted."""
     unsupported: list[tuple[str, bool, str]] = [
         ("dynatemp_range", request.dynatemp_range != 0, "dynamic temperature is not in Fireside's sampler chain"),
@@ -174,7 +174,7 @@ def _samplers(samplers: list[str] | str | None) -> set[str]:
     return set(chain)
 
 
-def _sampling(request: CompletionRequest, seed: int) -> Sampling:
+def _sampling(request: LlamaCompletionRequest, seed: int) -> Sampling:
     on = _samplers(request.samplers)
     greedy = request.temperature <= 0
     mirostat = request.mirostat == 2
@@ -215,7 +215,7 @@ def _logit_bias(bias: list[list[Any]] | dict[str, float | bool] | None) -> tuple
     return tuple(out)
 
 
-def _response_format(request: CompletionRequest) -> ResponseFormat | None:
+def _response_format(request: LlamaCompletionRequest) -> ResponseFormat | None:
     if request.grammar:
         return ResponseFormat("grammar", grammar=request.grammar)
     if request.json_schema is not None:
@@ -223,7 +223,7 @@ def _response_format(request: CompletionRequest) -> ResponseFormat | None:
     return None
 
 
-def generation_settings(request: CompletionRequest, seed: int, n_predict: int | None) -> dict[str, Any]:
+def generation_settings(request: LlamaCompletionRequest, seed: int, n_predict: int | None) -> dict[str, Any]:
     """`generation_settings`: the request's fields as they were applied (its prompt left out)."""
     return {"n_predict": n_predict if n_predict is not None else -1, "seed": seed,
             "temperature": request.temperature, "dynatemp_range": request.dynatemp_range,

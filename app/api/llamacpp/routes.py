@@ -23,14 +23,14 @@ from app.api.llamacpp.tokens import check_ids, mixed_tokens, pieces, pieces_text
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
-    CompletionRequest,
-    DetokenizeRequest,
-    DetokenizeResponse,
+    LlamaCompletionRequest,
+    LlamaDetokenizeRequest,
+    LlamaDetokenizeResponse,
     LlamaError,
-    PropsResponse,
+    LlamaProps,
     TemplateMessage,
-    TokenizeRequest,
-    TokenizeResponse,
+    LlamaTokenizeRequest,
+    LlamaTokenizeResponse,
 )
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import ApiError, BadRequest, RequestValidationError
@@ -45,7 +45,7 @@ NATIVE_SSE = TGI_SSE  # `data: {json}` events and no end marker, as llama-server
 
 @post("/completion", status_code=200)
 async def completion(request: Request) -> Response | Stream:
-    body = decode_body(await request.body(), CompletionRequest)
+    body = decode_body(await request.body(), LlamaCompletionRequest)
     model = named_or_first_model(request, body.model)
     plan, shape = completion_plan(body, model, settings(request).max_logprobs)
     context = request_context(request)
@@ -58,28 +58,28 @@ async def completion(request: Request) -> Response | Stream:
 
 
 @post("/tokenize", status_code=200)
-async def tokenize(request: Request) -> TokenizeResponse:
-    body = decode_body(await request.body(), TokenizeRequest)
+async def tokenize(request: Request) -> LlamaTokenizeResponse:
+    body = decode_body(await request.body(), LlamaTokenizeRequest)
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
                                 "tokenizing")
     try:
         model = lease.served.model
         tokens = await asyncio.to_thread(mixed_tokens, model, body.content, add_special=body.add_special,
                                          parse_special=body.parse_special, param="content")
-        return TokenizeResponse(pieces(token_texts(model), tokens) if body.with_pieces else tokens)
+        return LlamaTokenizeResponse(pieces(token_texts(model), tokens) if body.with_pieces else tokens)
     finally:
         lease.release()
 
 
 @post("/detokenize", status_code=200)
-async def detokenize(request: Request) -> DetokenizeResponse:
-    body = decode_body(await request.body(), DetokenizeRequest)
+async def detokenize(request: Request) -> LlamaDetokenizeResponse:
+    body = decode_body(await request.body(), LlamaDetokenizeRequest)
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
                                 "detokenizing")
     try:
         model = lease.served.model
         check_ids(body.tokens, model.n_vocab, "tokens")
-        return DetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
+        return LlamaDetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
     finally:
         lease.release()
 
@@ -118,7 +118,7 @@ async def apply_template(request: Request) -> ApplyTemplateResponse:
 
 
 @get("/props", status_code=200)
-async def props(request: Request, model: str | None = None) -> PropsResponse:
+async def props(request: Request, model: str | None = None) -> LlamaProps:
     """The server's properties for the model (`?model=`, else the first one), llama-server's
     read-only `GET /props`."""
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
@@ -127,8 +127,8 @@ async def props(request: Request, model: str | None = None) -> PropsResponse:
         served = lease.served
         texts = token_texts(served.model)
         bos, eos = served.model.bos_token_id, served.model.eos_token_id
-        defaults = generation_settings(CompletionRequest(prompt=""), SEED_MASK, None) | {"n_ctx": served.engine.ctx_size}
-        return PropsResponse(
+        defaults = generation_settings(LlamaCompletionRequest(prompt=""), SEED_MASK, None) | {"n_ctx": served.engine.ctx_size}
+        return LlamaProps(
             default_generation_settings={"id": 0, "id_task": -1, "n_ctx": served.engine.ctx_size,
                                          "speculative": served.engine.draft_model is not None,
                                          "is_processing": False, "params": defaults, "prompt": ""},

@@ -18,8 +18,8 @@ from app.api.common.timings import timings
 from app.api.llamacpp.plan import CompletionAnswer
 from app.api.llamacpp.tokens import valid_prefix
 from app.api.llamacpp.wire import (
-    CompletionChunk,
-    CompletionResponse,
+    LlamaCompletionChunk,
+    LlamaCompletionResponse,
     LlamaError,
     LlamaErrorBody,
     StopType,
@@ -79,12 +79,12 @@ class CompletionShaper:
         return out
 
     def _final(self, choice: int, text: str, tokens: list[int], reason: str, counter: UsageCounter,
-               predicted: int, newline: bool) -> CompletionResponse:
+               predicted: int, newline: bool) -> LlamaCompletionResponse:
         prompt = self._prompt_tokens(choice)
         served = self.prepared.served
         assert served is not None
         unbounded = self.prepared.plan.max_tokens is None
-        return CompletionResponse(
+        return LlamaCompletionResponse(
             choice, text, tokens if self.answer.return_tokens else [], SLOT, True, self.model, predicted,
             len(prompt), self.answer.settings | {"n_ctx": served.engine.ctx_size},
             served.model.detokenize(list(prompt), special=True), newline,
@@ -106,7 +106,7 @@ class CompletionShaper:
         predicted = self.predicted[choice] = self.predicted.get(choice, 0) + len(piece.tokens)
         if "\n" in piece.text:
             self.newline.add(choice)
-        chunk = CompletionChunk(choice, piece.text, list(piece.tokens), False, SLOT, predicted,
+        chunk = LlamaCompletionChunk(choice, piece.text, list(piece.tokens), False, SLOT, predicted,
                                 len(self._prompt_tokens(choice)))
         if self.answer.n_probs and piece.logprobs:
             chunk.completion_probabilities = self._probabilities(piece.logprobs)
@@ -139,7 +139,7 @@ class CompletionShaper:
             bodies.append(self._fields(body))
         return Response(bodies[0] if len(bodies) == 1 else bodies)
 
-    def _fields(self, body: CompletionResponse) -> Any:
+    def _fields(self, body: LlamaCompletionResponse) -> Any:
         """Only the `response_fields` asked for, `a/b` lifting `b` out of `a` (llama-server's
         `json_get_nested_values`); fields that are not there are left out."""
         if not self.answer.response_fields:

@@ -24,7 +24,7 @@ TokenId = Annotated[int, Meta(ge=0)]
 MixedPrompt = str | list[int | str]
 
 
-class CompletionRequest(WireStruct, kw_only=True):
+class LlamaCompletionRequest(WireStruct, kw_only=True):
     prompt: str | list[Any]  # one prompt (text, ids, or mixed) or several; read by the plan
     model: str | None = None
     n_predict: Annotated[int, Meta(ge=-1)] | None = None
@@ -81,7 +81,7 @@ class CompletionRequest(WireStruct, kw_only=True):
     lora: list[dict[str, Any]] | None = None
 
 
-class TokenizeRequest(WireStruct, kw_only=True):
+class LlamaTokenizeRequest(WireStruct, kw_only=True):
     content: MixedPrompt
     model: str | None = None
     add_special: bool = False
@@ -89,7 +89,7 @@ class TokenizeRequest(WireStruct, kw_only=True):
     with_pieces: bool = False
 
 
-class DetokenizeRequest(WireStruct, kw_only=True):
+class LlamaDetokenizeRequest(WireStruct, kw_only=True):
     tokens: list[int]
     model: str | None = None
 
@@ -116,11 +116,11 @@ class TokenPiece(msgspec.Struct):
     piece: str | list[int]  # the piece's text, or its bytes where they are not valid UTF-8 alone
 
 
-class TokenizeResponse(msgspec.Struct):
-    tokens: list[int] | list[TokenPiece]
+class LlamaTokenizeResponse(msgspec.Struct):
+    tokens: list[int | TokenPiece]  # ids, or ids with their pieces (`with_pieces`)
 
 
-class DetokenizeResponse(msgspec.Struct):
+class LlamaDetokenizeResponse(msgspec.Struct):
     content: str
 
 
@@ -146,7 +146,7 @@ class TokenProbability(msgspec.Struct):
 StopType = Literal["none", "eos", "limit", "word"]
 
 
-class CompletionChunk(msgspec.Struct):
+class LlamaCompletionChunk(msgspec.Struct):
     """One streamed token (`stop: false`)."""
 
     index: int
@@ -160,7 +160,7 @@ class CompletionChunk(msgspec.Struct):
     completion_probabilities: list[TokenProbability] | UnsetType = UNSET
 
 
-class CompletionResponse(msgspec.Struct):
+class LlamaCompletionResponse(msgspec.Struct):
     """A whole answer, and a stream's last event (`stop: true`)."""
 
     index: int
@@ -182,7 +182,7 @@ class CompletionResponse(msgspec.Struct):
     completion_probabilities: list[TokenProbability] | UnsetType = UNSET
 
 
-class PropsResponse(msgspec.Struct):
+class LlamaProps(msgspec.Struct):
     default_generation_settings: dict[str, Any]
     total_slots: int
     model_path: str

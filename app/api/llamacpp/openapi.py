@@ -1,0 +1,52 @@
+"""llama-server's native routes in `/openapi.json`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from app.api.llamacpp.wire import (
+    ApplyTemplateRequest,
+    ApplyTemplateResponse,
+    LlamaCompletionChunk,
+    LlamaCompletionRequest,
+    LlamaCompletionResponse,
+    LlamaDetokenizeRequest,
+    LlamaDetokenizeResponse,
+    LlamaError,
+    LlamaProps,
+    LlamaTokenizeRequest,
+    LlamaTokenizeResponse,
+)
+
+STRUCTS: list[type] = [LlamaCompletionRequest, LlamaCompletionResponse, LlamaCompletionChunk, LlamaTokenizeRequest,
+                       LlamaTokenizeResponse, LlamaDetokenizeRequest, LlamaDetokenizeResponse, ApplyTemplateRequest,
+                       ApplyTemplateResponse, LlamaProps, LlamaError]
+
+
+def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
+    def json(struct: type) -> dict[str, Any]:
+        return {"application/json": {"schema": ref(struct)}}
+
+    errors = {status: {"description": what, "content": json(LlamaError)} for status, what in (
+        ("400", "The body does not fit the schema, or means something the server refuses"),
+        ("404", "Unknown model"), ("429", "The server is busy"))}
+
+    def post(summary: str, request: type, ok: dict[str, Any]) -> dict[str, Any]:
+        return {"post": {"summary": summary, "tags": ["llama.cpp"],
+                         "requestBody": {"required": True, "content": json(request)},
+                         "responses": {"200": {"description": "Answered", "content": ok}, **errors}}}
+
+    completion = {**json(LlamaCompletionResponse), "text/event-stream": {"schema": ref(LlamaCompletionChunk)}}
+    return {
+        "/completion": post("Complete a prompt (llama-server)", LlamaCompletionRequest, completion),
+        "/tokenize": post("Tokenize text (llama-server)", LlamaTokenizeRequest, json(LlamaTokenizeResponse)),
+        "/detokenize": post("Token ids to text (llama-server)", LlamaDetokenizeRequest, json(LlamaDetokenizeResponse)),
+        "/apply-template": post("Render messages with the chat template (llama-server)", ApplyTemplateRequest,
+                                json(ApplyTemplateResponse)),
+        "/props": {"get": {"summary": "The server's properties (llama-server)", "tags": ["llama.cpp"],
+                           "parameters": [{"name": "model", "in": "query", "required": False,
+                                           "schema": {"type": "string"}}],
+                           "responses": {"200": {"description": "Properties", "content": json(LlamaProps)},
+                                         **errors}}},
+    }
