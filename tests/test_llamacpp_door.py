@@ -1,0 +1,125 @@
+"""llama-server's native API on a real `fireside serve` (the default SmolLM2 model): tokens and
+texts checked against the OpenAI door on the same server (one engine, one tokenizer: the oracle),
+answers and stream events in llama-server's shapes, refusals naming their field. The same checks
+against llama-server itself are in test_llamacpp_side_by_side.py."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.servers import RunningServer
+
+PROMPT = "The capital of France is"
+
+
+def _post(server: RunningServer, path: str, body: dict, **kwargs) -> httpx.Response:
+    return httpx.post(f"{server.base_url}{path}", json=body, timeout=120, **kwargs)
+
+
+def _error(response: httpx.Response, status: int) -> str:
+    assert response.status_code == status, response.text[:300]
+    error = response.json()["error"]
+    assert error["code"] == status and error["type"] == ("invalid_request_error" if status == 400 else
+                                                        "not_found_error")
+    return error["message"]
+
+
+def test_tokenize_and_detokenize_round_trip_with_pieces_mixed_ids_and_special_tokens(server):
+    text = "Hello world<|im_start|>é"
+    plain = _post(server, "/tokenize", {"content": text}).json()["tokens"]
+    with_pieces = _post(server, "/tokenize", {"content": text, "with_pieces": True}).json()["tokens"]
+    assert [entry["id"] for entry in with_pieces] == plain and all(isinstance(t, int) for t in plain)
+    assert "<|im_start|>" in [entry["piece"] for entry in with_pieces]  # parse_special: one token
+    assert _post(server, "/detokenize", {"tokens": plain}).json() == {"content": text}
+    as_text = _post(server, "/tokenize", {"content": text, "parse_special": False}).json()["tokens"]
+    assert len(as_text) > len(plain)  # the marker read as plain text
+    # text and ids mixed, as llama-server's tokenize_mixed reads them
+    mixed = _post(server, "/tokenize", {"content": ["Hello", plain[1], "<|im_start|>"]}).json()["tokens"]
+    assert mixed == plain[:3]
+    message = _error(_post(server, "/detokenize", {"tokens": [1, 10**9]}), 400)
+    assert "tokens[1]" in message and str(10**9) in message
+
+
+def test_apply_template_renders_what_a_chat_answer_reads(server):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi there"}]
+    prompt = _post(server, "/apply-template", {"messages": messages}).json()["prompt"]
+    assert "Be brief." in prompt and "Hi there" in prompt
+    chat = _post(server, "/v1/chat/completions", {"model": server.model, "messages": messages, "max_tokens": 1})
+    tokens = _post(server, "/tokenize", {"content": prompt, "add_special": True}).json()["tokens"]
+    assert len(tokens) == chat.json()["usage"]["prompt_tokens"]
+
+
+def test_greedy_completion_matches_the_openai_door_with_its_fields_and_probabilities(server):
+    body = _post(server, "/completion", {"prompt": PROMPT, "n_predict": 6, "temperature": 0, "n_probs": 2,
+                                         "return_tokens": True}).json()
+    oracle = _post(server, "/v1/completions", {"model": server.model, "prompt": PROMPT, "max_tokens": 6,
+                                               "temperature": 0}).json()["choices"][0]
+    assert body["content"] == oracle["text"]
+    assert body["stop"] is True and body["stop_type"] in ("limit", "eos") and body["model"] == server.model
+    assert len(body["tokens"]) == body["tokens_predicted"] == len(body["completion_probabilities"])
+    prompt_tokens = _post(server, "/tokenize", {"content": PROMPT, "add_special": True}).json()["tokens"]
+    assert body["tokens_evaluated"] == len(prompt_tokens) and body["prompt"] == PROMPT
+    first = body["completion_probabilities"][0]
+    assert first["id"] == body["tokens"][0] and len(first["top_logprobs"]) == 2
+    assert first["top_logprobs"][0]["id"] == first["id"]  # greedy: the chosen token is the most likely
+    assert bytes(first["bytes"]).decode() == first["token"]
+    timings = body["timings"]
+    assert timings["predicted_n"] == body["tokens_predicted"] and timings["prompt_ms"] > 0
+    assert timings["prompt_n"] + timings["cache_n"] == body["tokens_evaluated"]
+    assert body["generation_settings"]["n_predict"] == 6 and body["generation_settings"]["n_ctx"] > 0
+
+
+def test_a_stream_sends_each_token_then_the_final_event_without_a_done_marker(server):
+    whole = _post(server, "/completion", {"prompt": PROMPT, "n_predict": 5, "temperature": 0}).json()
+    with httpx.stream("POST", f"{server.base_url}/completion", timeout=120,
+                      json={"prompt": PROMPT, "n_predict": 5, "temperature": 0, "stream": True,
+                            "timings_per_token": True}) as response:
+        raw = response.read().decode()
+    assert "[DONE]" not in raw
+    events = [json.loads(line[len("data: "):]) for line in raw.splitlines() if line.startswith("data: ")]
+    tokens, last = events[:-1], events[-1]
+    assert all(event["stop"] is False and len(event["tokens"]) == 1 and "timings" in event for event in tokens)
+    assert [event["tokens_predicted"] for event in tokens] == list(range(1, len(tokens) + 1))
+    assert "".join(event["content"] for event in tokens) == whole["content"]
+    assert last["stop"] is True and last["content"] == "" and last["tokens_predicted"] == len(tokens)
+    assert last["timings"]["predicted_n"] == len(tokens)
+
+
+def test_grammar_json_schema_stop_words_and_response_fields(server):
+    schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    body = _post(server, "/completion", {"prompt": "JSON:", "n_predict": 24, "temperature": 0,
+                                         "json_schema": schema}).json()
+    assert isinstance(json.loads(body["content"])["n"], int)
+    stopped = _post(server, "/completion", {"prompt": PROMPT, "n_predict": 8, "temperature": 0,
+                                            "grammar": 'root ::= " Paris" "."', "stop": ["."],
+                                            "response_fields": ["content", "stop_type", "generation_settings/stop"]})
+    assert stopped.json() == {"content": " Paris", "stop_type": "word", "stop": ["."]}
+
+
+@pytest.mark.parametrize(("field", "value"), [("dry_multiplier", 0.8), ("xtc_probability", 0.5), ("mirostat", 1),
+                                               ("id_slot", 2), ("post_sampling_probs", True), ("lora", [{"id": 0}])])
+def test_fields_that_cannot_be_honoured_are_refused_by_name(server, field, value):
+    message = _error(_post(server, "/completion", {"prompt": "Hi", "n_predict": 1, field: value}), 400)
+    assert field in message
+
+
+def test_refusals_of_meaning_and_schema_in_llama_servers_shape(server):
+    assert "samplers" in _error(_post(server, "/completion", {"prompt": "Hi", "samplers": ["temperature", "top_k"]}),
+                                400)
+    assert "repeat_last_n" in _error(_post(server, "/completion", {"prompt": "Hi", "repeat_penalty": 1.1}), 400)
+    assert "bogus" in _error(_post(server, "/completion", {"prompt": "Hi", "bogus": 1}), 400)
+    assert "content" in _error(_post(server, "/tokenize", {}), 400)
+    assert "ghost" in _error(_post(server, "/tokenize", {"content": "x", "model": "ghost"}), 404)
+
+
+def test_props_describe_the_model_and_the_completion_defaults(server):
+    props = httpx.get(f"{server.base_url}/props", timeout=60).json()
+    params = props["default_generation_settings"]["params"]
+    assert params["temperature"] == 0.8 and params["top_k"] == 40 and params["n_predict"] == -1
+    assert props["total_slots"] == 4 and props["default_generation_settings"]["n_ctx"] > 0
+    assert "im_start" in props["chat_template"] and props["model_path"].endswith(".gguf")
+    document = httpx.get(f"{server.base_url}/openapi.json", timeout=60).json()
+    assert {"/completion", "/tokenize", "/detokenize", "/apply-template", "/props"} <= set(document["paths"])
