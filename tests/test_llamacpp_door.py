@@ -123,3 +123,18 @@ def test_props_describe_the_model_and_the_completion_defaults(server):
     assert "im_start" in props["chat_template"] and props["model_path"].endswith(".gguf")
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=60).json()
     assert {"/completion", "/tokenize", "/detokenize", "/apply-template", "/props"} <= set(document["paths"])
+
+
+def test_vllm_tokenize_reads_a_prompt_or_the_chat_as_answered_and_detokenizes(server):
+    url = f"{server.base_url}/v1"
+    prompt = httpx.post(f"{url}/tokenize", json={"prompt": PROMPT, "return_token_strs": True}, timeout=60).json()
+    native = _post(server, "/tokenize", {"content": PROMPT, "add_special": True}).json()["tokens"]
+    assert prompt["tokens"] == native and prompt["count"] == len(native) and prompt["max_model_len"] > 0
+    assert "".join(prompt["token_strs"]) == PROMPT
+    assert httpx.post(f"{url}/detokenize", json={"tokens": native}, timeout=60).json() == {"prompt": PROMPT}
+    messages = [{"role": "user", "content": "Hi there"}]
+    chat = httpx.post(f"{url}/tokenize", json={"model": server.model, "messages": messages}, timeout=60).json()
+    answered = _post(server, "/v1/chat/completions", {"model": server.model, "messages": messages, "max_tokens": 1})
+    assert chat["count"] == answered.json()["usage"]["prompt_tokens"] and chat["token_strs"] is None
+    refused = httpx.post(f"{url}/tokenize", json={"messages": messages, "continue_final_message": True}, timeout=60)
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "continue_final_message"

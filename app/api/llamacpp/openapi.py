@@ -17,11 +17,17 @@ from app.api.llamacpp.wire import (
     LlamaProps,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
+    VllmDetokenizeRequest,
+    VllmDetokenizeResponse,
+    VllmTokenizeRequest,
+    VllmTokenizeResponse,
 )
+from app.pipeline.errors import ErrorResponse
 
 STRUCTS: list[type] = [LlamaCompletionRequest, LlamaCompletionResponse, LlamaCompletionChunk, LlamaTokenizeRequest,
                        LlamaTokenizeResponse, LlamaDetokenizeRequest, LlamaDetokenizeResponse, ApplyTemplateRequest,
-                       ApplyTemplateResponse, LlamaProps, LlamaError]
+                       ApplyTemplateResponse, LlamaProps, LlamaError, VllmTokenizeRequest, VllmTokenizeResponse,
+                       VllmDetokenizeRequest, VllmDetokenizeResponse]
 
 
 def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
@@ -32,10 +38,12 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
         ("400", "The body does not fit the schema, or means something the server refuses"),
         ("404", "Unknown model"), ("429", "The server is busy"))}
 
-    def post(summary: str, request: type, ok: dict[str, Any]) -> dict[str, Any]:
+    openai_errors = {status: {**answer, "content": json(ErrorResponse)} for status, answer in errors.items()}
+
+    def post(summary: str, request: type, ok: dict[str, Any], failed: dict[str, Any] = errors) -> dict[str, Any]:
         return {"post": {"summary": summary, "tags": ["llama.cpp"],
                          "requestBody": {"required": True, "content": json(request)},
-                         "responses": {"200": {"description": "Answered", "content": ok}, **errors}}}
+                         "responses": {"200": {"description": "Answered", "content": ok}, **failed}}}
 
     completion = {**json(LlamaCompletionResponse), "text/event-stream": {"schema": ref(LlamaCompletionChunk)}}
     return {
@@ -44,6 +52,10 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
         "/detokenize": post("Token ids to text (llama-server)", LlamaDetokenizeRequest, json(LlamaDetokenizeResponse)),
         "/apply-template": post("Render messages with the chat template (llama-server)", ApplyTemplateRequest,
                                 json(ApplyTemplateResponse)),
+        "/v1/tokenize": post("Tokenize a prompt or chat messages (vLLM's shape)", VllmTokenizeRequest,
+                             json(VllmTokenizeResponse), openai_errors),
+        "/v1/detokenize": post("Token ids to text (vLLM's shape)", VllmDetokenizeRequest,
+                               json(VllmDetokenizeResponse), openai_errors),
         "/props": {"get": {"summary": "The server's properties (llama-server)", "tags": ["llama.cpp"],
                            "parameters": [{"name": "model", "in": "query", "required": False,
                                            "schema": {"type": "string"}}],

@@ -16,10 +16,11 @@ from app.api.common.decode import decode_body
 from app.api.common.errors import error_handlers, validation_message
 from app.api.common.logprobs import token_texts
 from app.api.common.streams import TGI_SSE
-from app.api.common.turns import Turns, joined
+from app.api.llamacpp.messages import rendered_prompt, template_turns
 from app.api.llamacpp.plan import SEED_MASK, completion_plan, generation_settings
 from app.api.llamacpp.shaper import CompletionShaper, error_body
 from app.api.llamacpp.tokens import check_ids, mixed_tokens, pieces, pieces_text
+from app.api.llamacpp.vllm_tokens import ROUTES as VLLM_ROUTES
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
@@ -28,17 +29,12 @@ from app.api.llamacpp.wire import (
     LlamaDetokenizeResponse,
     LlamaError,
     LlamaProps,
-    TemplateMessage,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
 )
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import ApiError, BadRequest, RequestValidationError
-from app.pipeline.plan import Conversation
-from app.pipeline.prepare import require_generative
-from app.pipeline.prompts import chat_prompt
 from app.pipeline.run import acquire_model, answer
-from templates.reasoning import ReasoningRequest
 
 NATIVE_SSE = TGI_SSE  # `data: {json}` events and no end marker, as llama-server's native stream
 
@@ -84,35 +80,14 @@ async def detokenize(request: Request) -> LlamaDetokenizeResponse:
         lease.release()
 
 
-def _template_turns(messages: list[TemplateMessage]) -> Turns:
-    turns = Turns(roles=("system", "developer", "user", "assistant", "tool"))
-    for i, message in enumerate(messages):
-        content = message.content
-        if isinstance(content, list):
-            texts = []
-            for j, part in enumerate(content):
-                if part.get("type") != "text" or not isinstance(part.get("text"), str):
-                    raise BadRequest(f"messages[{i}].content[{j}]: only text parts can be rendered here",
-                                     param="messages")
-                texts.append(part["text"])
-            content = joined(texts)
-        turns.add(turns.role(message.role, i), content or "", reasoning=message.reasoning_content,
-                  tool_calls=message.tool_calls, name=message.name, tool_call_id=message.tool_call_id)
-    return turns
-
-
 @post("/apply-template", status_code=200)
 async def apply_template(request: Request) -> ApplyTemplateResponse:
     body = decode_body(await request.body(), ApplyTemplateRequest)
-    conversation: Conversation = _template_turns(body.messages).conversation()
+    conversation = template_turns(body.messages).conversation()
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
                                 "applying the chat template")
     try:
-        served = lease.served
-        require_generative(served, "it has no chat template")
-        prompt = await asyncio.to_thread(chat_prompt, served.model, chat_format(served), conversation,
-                                         ReasoningRequest())
-        return ApplyTemplateResponse(prompt.text)
+        return ApplyTemplateResponse((await rendered_prompt(lease.served, conversation)).text)
     finally:
         lease.release()
 
@@ -154,4 +129,4 @@ class LlamaShape:
 
 
 ROUTES = [Router("", route_handlers=[completion, tokenize, detokenize, apply_template, props],
-                 exception_handlers=error_handlers(LlamaShape()))]
+                 exception_handlers=error_handlers(LlamaShape())), *VLLM_ROUTES]

@@ -203,3 +203,34 @@ class LlamaErrorBody(msgspec.Struct):
 
 class LlamaError(msgspec.Struct):
     error: LlamaErrorBody
+
+
+# ---- vLLM's `/v1/tokenize` and `/v1/detokenize` (OpenAI-speaking clients) ---------------------
+
+
+class VllmTokenizeRequest(WireStruct, kw_only=True):
+    """A `prompt`, or chat `messages` rendered with the model's template (not both)."""
+
+    model: str | None = None
+    prompt: str | None = None
+    messages: Annotated[list[TemplateMessage], Meta(min_length=1)] | None = None
+    add_special_tokens: bool | None = None  # vLLM's default: true for a prompt, false for messages
+    add_generation_prompt: bool = True
+    continue_final_message: bool = False
+    return_token_strs: bool = False
+
+
+class VllmTokenizeResponse(msgspec.Struct):
+    count: int
+    max_model_len: int
+    tokens: list[int]
+    token_strs: list[str] | None = None
+
+
+class VllmDetokenizeRequest(WireStruct, kw_only=True):
+    tokens: list[int]
+    model: str | None = None
+
+
+class VllmDetokenizeResponse(msgspec.Struct):
+    prompt: str
