@@ -138,3 +138,17 @@ def test_vllm_tokenize_reads_a_prompt_or_the_chat_as_answered_and_detokenizes(se
     assert chat["count"] == answered.json()["usage"]["prompt_tokens"] and chat["token_strs"] is None
     refused = httpx.post(f"{url}/tokenize", json={"messages": messages, "continue_final_message": True}, timeout=60)
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "continue_final_message"
+
+
+def test_chat_and_completions_carry_timings_only_when_asked(server):
+    body = {"model": server.model, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2}
+    plain = _post(server, "/v1/chat/completions", body).json()
+    timed = _post(server, "/v1/chat/completions", {**body, "timings_per_token": True}).json()
+    assert "timings" not in plain
+    assert timed["timings"]["predicted_n"] == timed["usage"]["completion_tokens"]
+    assert timed["timings"]["prompt_n"] + timed["timings"]["cache_n"] == timed["usage"]["prompt_tokens"]
+    with httpx.stream("POST", f"{server.v1}/completions", timeout=120,
+                      json={"model": server.model, "prompt": PROMPT, "max_tokens": 2, "stream": True,
+                            "timings_per_token": True}) as response:
+        chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
+    assert [chunk["timings"]["predicted_n"] for chunk in chunks if "timings" in chunk] == [2]
