@@ -152,3 +152,11 @@ def test_chat_and_completions_carry_timings_only_when_asked(server):
                             "timings_per_token": True}) as response:
         chunks = [json.loads(line[6:]) for line in response.iter_lines() if line.startswith("data: {")]
     assert [chunk["timings"]["predicted_n"] for chunk in chunks if "timings" in chunk] == [2]
+
+
+def test_infill_names_the_missing_fim_tokens_of_a_model_without_them(server):
+    # SmolLM2's vocabulary has no FIM tokens (no model of the suite's fixtures has them)
+    message = _error(_post(server, "/infill", {"input_prefix": "def f():\n    return ", "input_suffix": "\n",
+                                               "n_predict": 4}), 400)
+    assert "FIM_PRE" in message and "fill-in-the-middle" in message
+    assert "input_prefix" in _error(_post(server, "/infill", {"n_predict": 4}), 400)

@@ -8,6 +8,7 @@ from typing import Any
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
+    InfillRequest,
     LlamaCompletionChunk,
     LlamaCompletionRequest,
     LlamaCompletionResponse,
@@ -24,7 +25,7 @@ from app.api.llamacpp.wire import (
 )
 from app.pipeline.errors import ErrorResponse
 
-STRUCTS: list[type] = [LlamaCompletionRequest, LlamaCompletionResponse, LlamaCompletionChunk, LlamaTokenizeRequest,
+STRUCTS: list[type] = [LlamaCompletionRequest, InfillRequest, LlamaCompletionResponse, LlamaCompletionChunk, LlamaTokenizeRequest,
                        LlamaTokenizeResponse, LlamaDetokenizeRequest, LlamaDetokenizeResponse, ApplyTemplateRequest,
                        ApplyTemplateResponse, LlamaProps, LlamaError, VllmTokenizeRequest, VllmTokenizeResponse,
                        VllmDetokenizeRequest, VllmDetokenizeResponse]
@@ -48,6 +49,7 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
     completion = {**json(LlamaCompletionResponse), "text/event-stream": {"schema": ref(LlamaCompletionChunk)}}
     return {
         "/completion": post("Complete a prompt (llama-server)", LlamaCompletionRequest, completion),
+        "/infill": post("Fill in the middle between a prefix and a suffix (llama-server)", InfillRequest, completion),
         "/tokenize": post("Tokenize text (llama-server)", LlamaTokenizeRequest, json(LlamaTokenizeResponse)),
         "/detokenize": post("Token ids to text (llama-server)", LlamaDetokenizeRequest, json(LlamaDetokenizeResponse)),
         "/apply-template": post("Render messages with the chat template (llama-server)", ApplyTemplateRequest,

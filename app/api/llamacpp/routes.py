@@ -16,6 +16,7 @@ from app.api.common.decode import decode_body
 from app.api.common.errors import error_handlers, validation_message
 from app.api.common.logprobs import token_texts
 from app.api.common.streams import TGI_SSE
+from app.api.llamacpp.infill import infill_plan
 from app.api.llamacpp.messages import rendered_prompt, template_turns
 from app.api.llamacpp.plan import SEED_MASK, completion_plan, generation_settings
 from app.api.llamacpp.shaper import CompletionShaper, error_body
@@ -24,6 +25,7 @@ from app.api.llamacpp.vllm_tokens import ROUTES as VLLM_ROUTES
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
+    InfillRequest,
     LlamaCompletionRequest,
     LlamaDetokenizeRequest,
     LlamaDetokenizeResponse,
@@ -51,6 +53,15 @@ async def completion(request: Request) -> Response | Stream:
                          "/v1/completions", param="model")
     return await answer(context, plan, lambda prepared, clock: CompletionShaper(prepared, clock, shape, model),
                         NATIVE_SSE)
+
+
+@post("/infill", status_code=200)
+async def infill(request: Request) -> Response | Stream:
+    body = decode_body(await request.body(), InfillRequest)
+    model = named_or_first_model(request, body.model)
+    plan, shape = infill_plan(body, model, settings(request).max_logprobs)
+    return await answer(request_context(request), plan,
+                        lambda prepared, clock: CompletionShaper(prepared, clock, shape, model), NATIVE_SSE)
 
 
 @post("/tokenize", status_code=200)
@@ -128,5 +139,5 @@ class LlamaShape:
         return 400, error_body(400, validation_message(error))
 
 
-ROUTES = [Router("", route_handlers=[completion, tokenize, detokenize, apply_template, props],
+ROUTES = [Router("", route_handlers=[completion, infill, tokenize, detokenize, apply_template, props],
                  exception_handlers=error_handlers(LlamaShape())), *VLLM_ROUTES]

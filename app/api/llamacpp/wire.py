@@ -81,6 +81,20 @@ class LlamaCompletionRequest(WireStruct, kw_only=True):
     lora: list[dict[str, Any]] | None = None
 
 
+class InfillChunk(WireStruct, kw_only=True):
+    text: str = ""
+    filename: str = "tmp"
+
+
+class InfillRequest(LlamaCompletionRequest, kw_only=True):
+    """`/completion`'s fields, `prompt` (the start of the middle) optional, and the code around it."""
+
+    prompt: str | list[Any] = ""
+    input_prefix: MixedPrompt
+    input_suffix: MixedPrompt = ""
+    input_extra: list[InfillChunk] | None = None
+
+
 class LlamaTokenizeRequest(WireStruct, kw_only=True):
     content: MixedPrompt
     model: str | None = None
