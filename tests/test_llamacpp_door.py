@@ -122,7 +122,8 @@ def test_props_describe_the_model_and_the_completion_defaults(server):
     assert props["total_slots"] == 4 and props["default_generation_settings"]["n_ctx"] > 0
     assert "im_start" in props["chat_template"] and props["model_path"].endswith(".gguf")
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=60).json()
-    assert {"/completion", "/tokenize", "/detokenize", "/apply-template", "/props"} <= set(document["paths"])
+    assert {"/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/embedding", "/slots", "/props",
+            "/v1/tokenize", "/v1/detokenize"} <= set(document["paths"])
 
 
 def test_vllm_tokenize_reads_a_prompt_or_the_chat_as_answered_and_detokenizes(server):
@@ -160,3 +161,18 @@ def test_infill_names_the_missing_fim_tokens_of_a_model_without_them(server):
                                                "n_predict": 4}), 400)
     assert "FIM_PRE" in message and "fill-in-the-middle" in message
     assert "input_prefix" in _error(_post(server, "/infill", {"n_predict": 4}), 400)
+
+
+def test_embedding_normalises_as_asked_and_slots_show_no_prompt(server):
+    vectors = _post(server, "/embedding", {"content": [PROMPT, "Hello"]}).json()
+    assert [entry["index"] for entry in vectors] == [0, 1] and all(len(entry["embedding"]) == 1 for entry in vectors)
+    assert abs(sum(x * x for x in vectors[0]["embedding"][0]) - 1) < 1e-4  # Euclidean by default
+    taxicab = _post(server, "/embedding", {"content": PROMPT, "embd_normalize": 1}).json()[0]["embedding"][0]
+    assert abs(sum(abs(x) for x in taxicab) - 1) < 1e-4
+    ids = _post(server, "/tokenize", {"content": PROMPT, "add_special": True}).json()["tokens"]
+    by_ids = _post(server, "/embedding", {"content": ids}).json()[0]["embedding"][0]
+    assert max(abs(a - b) for a, b in zip(by_ids, vectors[0]["embedding"][0], strict=True)) < 1e-4
+    _post(server, "/completion", {"prompt": "A secret prompt", "n_predict": 1})
+    slots = httpx.get(f"{server.base_url}/slots", timeout=60).json()
+    assert [slot["id"] for slot in slots] == [0, 1, 2, 3] and all(slot["prompt"] == "" for slot in slots)
+    assert any(slot["n_tokens_cached"] > 0 for slot in slots) and "secret" not in json.dumps(slots)

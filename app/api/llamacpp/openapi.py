@@ -8,6 +8,8 @@ from typing import Any
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
+    EmbeddingContent,
+    EmbeddingContentRequest,
     InfillRequest,
     LlamaCompletionChunk,
     LlamaCompletionRequest,
@@ -18,6 +20,7 @@ from app.api.llamacpp.wire import (
     LlamaProps,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
+    SlotState,
     VllmDetokenizeRequest,
     VllmDetokenizeResponse,
     VllmTokenizeRequest,
@@ -28,7 +31,8 @@ from app.pipeline.errors import ErrorResponse
 STRUCTS: list[type] = [LlamaCompletionRequest, InfillRequest, LlamaCompletionResponse, LlamaCompletionChunk, LlamaTokenizeRequest,
                        LlamaTokenizeResponse, LlamaDetokenizeRequest, LlamaDetokenizeResponse, ApplyTemplateRequest,
                        ApplyTemplateResponse, LlamaProps, LlamaError, VllmTokenizeRequest, VllmTokenizeResponse,
-                       VllmDetokenizeRequest, VllmDetokenizeResponse]
+                       VllmDetokenizeRequest, VllmDetokenizeResponse, EmbeddingContentRequest, EmbeddingContent,
+                       SlotState]
 
 
 def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
@@ -58,6 +62,13 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
                              json(VllmTokenizeResponse), openai_errors),
         "/v1/detokenize": post("Token ids to text (vLLM's shape)", VllmDetokenizeRequest,
                                json(VllmDetokenizeResponse), openai_errors),
+        "/embedding": post("Pooled embeddings of each input (llama-server)", EmbeddingContentRequest,
+                           {"application/json": {"schema": {"type": "array", "items": ref(EmbeddingContent)}}}),
+        "/slots": {"get": {"summary": "Each slot busy or idle (llama-server, read-only)", "tags": ["llama.cpp"],
+                           "parameters": [{"name": "model", "in": "query", "required": False,
+                                           "schema": {"type": "string"}}],
+                           "responses": {"200": {"description": "The slots", "content": {"application/json": {
+                               "schema": {"type": "array", "items": ref(SlotState)}}}}, **errors}}},
         "/props": {"get": {"summary": "The server's properties (llama-server)", "tags": ["llama.cpp"],
                            "parameters": [{"name": "model", "in": "query", "required": False,
                                            "schema": {"type": "string"}}],

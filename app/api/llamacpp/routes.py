@@ -1,6 +1,6 @@
-"""llama-server's native routes: `POST /completion`, `/tokenize`, `/detokenize`,
-`/apply-template` and `GET /props`. The body may name a `model`; without one, the first model
-this server serves answers (llama-server serves one). Errors, schema errors included, are
+"""llama-server's native routes: `POST /completion`, `/infill`, `/tokenize`, `/detokenize`,
+`/apply-template`, `/embedding`, `GET /slots` and `GET /props`. The body (or `?model=`) may name
+a model; without one, the first model this server serves answers (llama-server serves one). Errors, schema errors included, are
 llama-server's `{"error": {"code", "message", "type"}}`."""
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from app.api.common.decode import decode_body
 from app.api.common.errors import error_handlers, validation_message
 from app.api.common.logprobs import token_texts
 from app.api.common.streams import TGI_SSE
+from app.api.llamacpp.embedding import embedding
 from app.api.llamacpp.infill import infill_plan
 from app.api.llamacpp.messages import rendered_prompt, template_turns
 from app.api.llamacpp.plan import SEED_MASK, completion_plan, generation_settings
@@ -25,6 +26,8 @@ from app.api.llamacpp.vllm_tokens import ROUTES as VLLM_ROUTES
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
     ApplyTemplateResponse,
+    EmbeddingContent,
+    EmbeddingContentRequest,
     InfillRequest,
     LlamaCompletionRequest,
     LlamaDetokenizeRequest,
@@ -33,6 +36,8 @@ from app.api.llamacpp.wire import (
     LlamaProps,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
+    SlotNextToken,
+    SlotState,
 )
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import ApiError, BadRequest, RequestValidationError
@@ -103,6 +108,26 @@ async def apply_template(request: Request) -> ApplyTemplateResponse:
         lease.release()
 
 
+@post("/embedding", status_code=200)
+async def embedding_route(request: Request) -> list[EmbeddingContent]:
+    body = decode_body(await request.body(), EmbeddingContentRequest)
+    return await embedding(request_context(request), body, named_or_first_model(request, body.model))
+
+
+@get("/slots", status_code=200)
+async def slots(request: Request, model: str | None = None) -> list[SlotState]:
+    """llama-server's read-only `GET /slots`: each slot busy or idle, and how much it caches."""
+    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
+                                "reading its slots")
+    try:
+        engine = lease.served.engine
+        params = generation_settings(LlamaCompletionRequest(prompt=""), SEED_MASK, None)
+        return [SlotState(slot, -1, engine.ctx_size, engine.draft_model is not None, busy, cached, params, "",
+                          SlotNextToken(busy, False, -1, 0, "")) for slot, busy, cached in engine.slot_states()]
+    finally:
+        lease.release()
+
+
 @get("/props", status_code=200)
 async def props(request: Request, model: str | None = None) -> LlamaProps:
     """The server's properties for the model (`?model=`, else the first one), llama-server's
@@ -139,5 +164,5 @@ class LlamaShape:
         return 400, error_body(400, validation_message(error))
 
 
-ROUTES = [Router("", route_handlers=[completion, infill, tokenize, detokenize, apply_template, props],
+ROUTES = [Router("", route_handlers=[completion, infill, tokenize, detokenize, apply_template, embedding_route, slots, props],
                  exception_handlers=error_handlers(LlamaShape())), *VLLM_ROUTES]

@@ -209,6 +209,37 @@ class LlamaProps(msgspec.Struct):
     eos_token: str
 
 
+class EmbeddingContentRequest(WireStruct, kw_only=True):
+    content: str | list[Any]  # one input (text, ids, or both mixed) or several, as `/completion`'s prompt
+    model: str | None = None
+    embd_normalize: int = 2  # -1: none, 0: max absolute, 1: taxicab, 2: Euclidean, above 2: that p-norm
+
+
+class EmbeddingContent(msgspec.Struct):
+    index: int
+    embedding: list[list[float]]  # one pooled vector (llama-server lists per-token ones without pooling)
+
+
+class SlotNextToken(msgspec.Struct):
+    has_next_token: bool
+    has_new_line: bool
+    n_remain: int
+    n_decoded: int
+    stopping_word: str
+
+
+class SlotState(msgspec.Struct):
+    id: int
+    id_task: int
+    n_ctx: int
+    speculative: bool
+    is_processing: bool
+    n_tokens_cached: int  # Fireside's: how many positions its cache holds (never their text)
+    params: dict[str, Any]
+    prompt: str  # always empty: a slot's prompt is another client's (llama-server shows it)
+    next_token: SlotNextToken
+
+
 class LlamaErrorBody(msgspec.Struct):
     code: int
     message: str
