@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 from litestar import Request, Response, Router, get, post
+from litestar.params import FromQuery
 from litestar.response import Stream
 
 from app.api.common.context import named_or_first_model, request_context, settings
@@ -115,7 +116,7 @@ async def embedding_route(request: Request) -> list[EmbeddingContent]:
 
 
 @get("/slots", status_code=200)
-async def slots(request: Request, model: str | None = None) -> list[SlotState]:
+async def slots(request: Request, model: FromQuery[str | None] = None) -> list[SlotState]:
     """llama-server's read-only `GET /slots`: each slot busy or idle, and how much it caches."""
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
                                 "reading its slots")
@@ -129,7 +130,7 @@ async def slots(request: Request, model: str | None = None) -> list[SlotState]:
 
 
 @get("/props", status_code=200)
-async def props(request: Request, model: str | None = None) -> LlamaProps:
+async def props(request: Request, model: FromQuery[str | None] = None) -> LlamaProps:
     """The server's properties for the model (`?model=`, else the first one), llama-server's
     read-only `GET /props`."""
     lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
