@@ -10,7 +10,8 @@ import json
 import httpx
 import pytest
 
-from tests.servers import RunningServer
+from tests.embedding_model import cross_encoder_gguf
+from tests.servers import POOL, RunningServer
 
 PROMPT = "The capital of France is"
 
@@ -122,7 +123,7 @@ def test_props_describe_the_model_and_the_completion_defaults(server):
     assert props["total_slots"] == 4 and props["default_generation_settings"]["n_ctx"] > 0
     assert "im_start" in props["chat_template"] and props["model_path"].endswith(".gguf")
     document = httpx.get(f"{server.base_url}/openapi.json", timeout=60).json()
-    assert {"/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/embedding", "/slots", "/props",
+    assert {"/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/embedding", "/reranking", "/slots", "/props",
             "/v1/tokenize", "/v1/detokenize"} <= set(document["paths"])
 
 
@@ -176,3 +177,21 @@ def test_embedding_normalises_as_asked_and_slots_show_no_prompt(server):
     slots = httpx.get(f"{server.base_url}/slots", timeout=60).json()
     assert [slot["id"] for slot in slots] == [0, 1, 2, 3] and all(slot["prompt"] == "" for slot in slots)
     assert any(slot["n_tokens_cached"] > 0 for slot in slots) and "secret" not in json.dumps(slots)
+
+
+def test_reranking_ranks_as_v1_rerank_in_jinas_shape():
+    server = POOL.get("--model", str(cross_encoder_gguf()), "--alias", "cross",  # test_rerank_e2e's, shared
+                      "--model", str(cross_encoder_gguf(("no", "yes"))), "--alias", "cross-yes-no",
+                      "--ctx-size", "512", "--parallel", "1")
+    documents = ["Paris is in France.", "Bananas are yellow.", "The Eiffel Tower is in Paris."]
+    body = {"query": "Where is the Eiffel Tower?", "documents": documents, "top_n": 2}
+    ranked = _post(server, "/reranking", {**body, "model": "cross"}).json()
+    oracle = httpx.post(f"{server.v1}/rerank", json={**body, "model": "cross"}, timeout=60).json()["data"]
+    assert ranked["object"] == "list" and ranked["model"] == "cross" and ranked["usage"]["prompt_tokens"] > 0
+    assert [(r["index"], round(r["relevance_score"], 6)) for r in ranked["results"]] == \
+        [(r["index"], round(r["relevance_score"], 6)) for r in oracle]
+    assert _post(server, "/rerank", {**body, "model": "cross", "top_n": 0}).status_code == 400  # llama-server fails on top_n < 0
+
+
+def test_reranking_needs_a_reranker(server):
+    assert "not a reranker" in _error(_post(server, "/reranking", {"query": "q", "documents": ["d"]}), 400)

@@ -100,7 +100,7 @@ def concrete(template: str, model: str) -> str:
 
 
 LLAMACPP_PATHS = ("/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/embedding", "/slots",
-                  "/props")  # llama-server's native routes
+                  "/props", "/reranking", "/rerank", "/v1/reranking")  # llama-server's native routes
 
 
 def front_door(template: str) -> str:

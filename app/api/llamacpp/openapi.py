@@ -20,6 +20,8 @@ from app.api.llamacpp.wire import (
     LlamaProps,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
+    RerankingRequest,
+    RerankingResponse,
     SlotState,
     VllmDetokenizeRequest,
     VllmDetokenizeResponse,
@@ -32,7 +34,7 @@ STRUCTS: list[type] = [LlamaCompletionRequest, InfillRequest, LlamaCompletionRes
                        LlamaTokenizeResponse, LlamaDetokenizeRequest, LlamaDetokenizeResponse, ApplyTemplateRequest,
                        ApplyTemplateResponse, LlamaProps, LlamaError, VllmTokenizeRequest, VllmTokenizeResponse,
                        VllmDetokenizeRequest, VllmDetokenizeResponse, EmbeddingContentRequest, EmbeddingContent,
-                       SlotState]
+                       SlotState, RerankingRequest, RerankingResponse]
 
 
 def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
@@ -64,6 +66,8 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
                                json(VllmDetokenizeResponse), openai_errors),
         "/embedding": post("Pooled embeddings of each input (llama-server)", EmbeddingContentRequest,
                            {"application/json": {"schema": {"type": "array", "items": ref(EmbeddingContent)}}}),
+        **{path: post("Rank documents by their relevance to a query (llama-server, Jina's shape)", RerankingRequest,
+                      json(RerankingResponse)) for path in ("/reranking", "/rerank", "/v1/reranking")},
         "/slots": {"get": {"summary": "Each slot busy or idle (llama-server, read-only)", "tags": ["llama.cpp"],
                            "parameters": [{"name": "model", "in": "query", "required": False,
                                            "schema": {"type": "string"}}],

@@ -1,5 +1,5 @@
 """llama-server's native routes: `POST /completion`, `/infill`, `/tokenize`, `/detokenize`,
-`/apply-template`, `/embedding`, `GET /slots` and `GET /props`. The body (or `?model=`) may name
+`/apply-template`, `/embedding`, `/reranking`, `GET /slots` and `GET /props`. The body (or `?model=`) may name
 a model; without one, the first model this server serves answers (llama-server serves one). Errors, schema errors included, are
 llama-server's `{"error": {"code", "message", "type"}}`."""
 
@@ -21,6 +21,7 @@ from app.api.llamacpp.embedding import embedding
 from app.api.llamacpp.infill import infill_plan
 from app.api.llamacpp.messages import rendered_prompt, template_turns
 from app.api.llamacpp.plan import SEED_MASK, completion_plan, generation_settings
+from app.api.llamacpp.reranking import reranking
 from app.api.llamacpp.shaper import CompletionShaper, error_body
 from app.api.llamacpp.tokens import check_ids, mixed_tokens, pieces, pieces_text
 from app.api.llamacpp.vllm_tokens import ROUTES as VLLM_ROUTES
@@ -37,6 +38,8 @@ from app.api.llamacpp.wire import (
     LlamaProps,
     LlamaTokenizeRequest,
     LlamaTokenizeResponse,
+    RerankingRequest,
+    RerankingResponse,
     SlotNextToken,
     SlotState,
 )
@@ -115,6 +118,12 @@ async def embedding_route(request: Request) -> list[EmbeddingContent]:
     return await embedding(request_context(request), body, named_or_first_model(request, body.model))
 
 
+@post(["/reranking", "/rerank", "/v1/reranking"], status_code=200)
+async def reranking_route(request: Request) -> RerankingResponse:
+    body = decode_body(await request.body(), RerankingRequest)
+    return await reranking(request_context(request), body, named_or_first_model(request, body.model))
+
+
 @get("/slots", status_code=200)
 async def slots(request: Request, model: FromQuery[str | None] = None) -> list[SlotState]:
     """llama-server's read-only `GET /slots`: each slot busy or idle, and how much it caches."""
@@ -165,5 +174,5 @@ class LlamaShape:
         return 400, error_body(400, validation_message(error))
 
 
-ROUTES = [Router("", route_handlers=[completion, infill, tokenize, detokenize, apply_template, embedding_route, slots, props],
+ROUTES = [Router("", route_handlers=[completion, infill, tokenize, detokenize, apply_template, embedding_route, reranking_route, slots, props],
                  exception_handlers=error_handlers(LlamaShape())), *VLLM_ROUTES]

@@ -19,7 +19,7 @@ from app.api.common.wire import WireStruct
 
 NonNegative = Annotated[float, Meta(ge=0)]
 Probability = Annotated[float, Meta(ge=0, le=1)]
-TokenId = Annotated[int, Meta(ge=0)]
+MAX_STOP = 64  # stop strings each token is checked against (llama-server sets no limit)
 # one prompt: text, token ids, or both mixed (`[12, 34, "text", 56]`)
 MixedPrompt = str | list[int | str]
 
@@ -30,7 +30,7 @@ class LlamaCompletionRequest(WireStruct, kw_only=True):
     n_predict: Annotated[int, Meta(ge=-1)] | None = None
     max_tokens: Annotated[int, Meta(ge=-1)] | None = None  # read when n_predict is not given
     stream: bool = False
-    stop: list[str] | None = None
+    stop: Annotated[list[str], Meta(max_length=MAX_STOP)] | None = None
     cache_prompt: bool = True
     n_probs: Annotated[int, Meta(ge=0)] = 0
     post_sampling_probs: bool = False
@@ -218,6 +218,32 @@ class EmbeddingContentRequest(WireStruct, kw_only=True):
 class EmbeddingContent(msgspec.Struct):
     index: int
     embedding: list[list[float]]  # one pooled vector (llama-server lists per-token ones without pooling)
+
+
+class RerankingRequest(WireStruct, kw_only=True):
+    query: str
+    documents: Annotated[list[str], Meta(min_length=1)]
+    model: str | None = None
+    top_n: Annotated[int, Meta(ge=1)] | None = None  # llama-server sizes its list by a negative one (and fails)
+
+
+class RankedDocument(msgspec.Struct):
+    index: int
+    relevance_score: float
+
+
+class RerankingUsage(msgspec.Struct):
+    prompt_tokens: int
+    total_tokens: int
+
+
+class RerankingResponse(msgspec.Struct):
+    """Jina's shape, as llama-server answers it."""
+
+    model: str
+    usage: RerankingUsage
+    results: list[RankedDocument]
+    object: str = "list"
 
 
 class SlotNextToken(msgspec.Struct):
