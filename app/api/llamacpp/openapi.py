@@ -52,7 +52,12 @@ def paths(ref: Callable[[type], dict[str, str]]) -> dict[str, Any]:
                          "requestBody": {"required": True, "content": json(request)},
                          "responses": {"200": {"description": "Answered", "content": ok}, **failed}}}
 
-    completion = {**json(LlamaCompletionResponse), "text/event-stream": {"schema": ref(LlamaCompletionChunk)}}
+    whole = ref(LlamaCompletionResponse)
+    answers = {"anyOf": [whole, {"type": "array", "items": whole},  # several prompts or n_cmpl: a list
+                         {"type": "object", "description": "the fields `response_fields` picks"},
+                         {"type": "array", "items": {"type": "object"}}]}
+    completion = {"application/json": {"schema": answers},
+                  "text/event-stream": {"schema": {"anyOf": [ref(LlamaCompletionChunk), whole]}}}
     return {
         "/completion": post("Complete a prompt (llama-server)", LlamaCompletionRequest, completion),
         "/infill": post("Fill in the middle between a prefix and a suffix (llama-server)", InfillRequest, completion),
