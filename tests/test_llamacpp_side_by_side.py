@@ -10,6 +10,7 @@ it: `cmake -B build -G Ninja -DLLAMA_CURL=OFF && cmake --build build --target ll
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from collections.abc import Iterator
@@ -105,9 +106,14 @@ def test_a_stream_has_the_same_events(server, llama_server):
     streams = []
     for url in (server.base_url, llama_server):
         with httpx.stream("POST", f"{url}/completion", json=body, timeout=120) as response:
-            streams.append([line for line in response.iter_lines() if line.startswith("data: ")])
+            lines = [line for line in response.iter_lines() if line.startswith("data: ")]
+        assert not any("[DONE]" in line for line in lines)
+        streams.append([json.loads(line[len("data: "):]) for line in lines])
     ours, theirs = streams
-    assert len(ours) == len(theirs) and not any("[DONE]" in line for line in ours + theirs)
+    assert [(event["content"], event["stop"]) for event in ours] == \
+        [(event["content"], event["stop"]) for event in theirs]
+    assert [event["tokens"] for event in ours[:-1]] == [event["tokens"] for event in theirs[:-1]]
+    assert ours[-1]["stop_type"] == theirs[-1]["stop_type"] and "timings" in ours[-1] and "timings" in theirs[-1]
 
 
 def test_props_and_slots_have_the_same_fields(server, llama_server):
