@@ -151,3 +151,14 @@ def test_infill_builds_the_same_prompt_and_tokens(fim_path):
         theirs = httpx.post(f"{theirs_url}/infill", json=body, timeout=120).json()
     assert ours["prompt"] == theirs["prompt"] and ours["tokens_evaluated"] == theirs["tokens_evaluated"]
     assert ours["tokens"] == theirs["tokens"] and ours["content"] == theirs["content"]
+
+
+def test_embedding_of_one_token_is_the_same_vector(server, model_path):
+    # llama-server with --embeddings on a model without pooling lists one vector per token; with a
+    # one-token input both have one vector, and the same one (Fireside pools, so longer inputs differ)
+    body = {"content": "Hello", "embd_normalize": -1}
+    ours = httpx.post(f"{server.base_url}/embedding", json=body, timeout=120).json()
+    for url in _llama_server(model_path, "--embeddings"):
+        theirs = httpx.post(f"{url}/embedding", json=body, timeout=120).json()
+    assert len(ours[0]["embedding"]) == len(theirs[0]["embedding"]) == 1
+    assert max(abs(a - b) for a, b in zip(ours[0]["embedding"][0], theirs[0]["embedding"][0], strict=True)) < 1e-4
