@@ -22,6 +22,7 @@ import pytest
 from backends.registry import default_model_path
 from tests.bench.bench_engine import llama_server_binary
 from tests.built import built
+from tests.embedding_model import cross_encoder_gguf
 from tests.fixtures.make_cut_draft import make_fim_cut
 from tests.servers import POOL, RunningServer, free_port
 
@@ -162,3 +163,22 @@ def test_embedding_of_one_token_is_the_same_vector(server, model_path):
         theirs = httpx.post(f"{url}/embedding", json=body, timeout=120).json()
     assert len(ours[0]["embedding"]) == len(theirs[0]["embedding"]) == 1
     assert max(abs(a - b) for a, b in zip(ours[0]["embedding"][0], theirs[0]["embedding"][0], strict=True)) < 1e-4
+
+
+def test_reranking_ranks_the_same_reading_the_pairs_as_trained():
+    cross = cross_encoder_gguf()
+    ours_server = POOL.get("--model", str(cross), "--alias", "cross",  # test_rerank_e2e's, shared
+                           "--model", str(cross_encoder_gguf(("no", "yes"))), "--alias", "cross-yes-no",
+                           "--ctx-size", "512", "--parallel", "1")
+    body = {"query": "Where is the Eiffel Tower?", "top_n": 3,
+            "documents": ["Paris is in France.", "Bananas are yellow.", "The Eiffel Tower is in Paris."]}
+    ours = httpx.post(f"{ours_server.base_url}/reranking", json={**body, "model": "cross"}, timeout=120).json()
+    for url in _llama_server(cross, "--reranking"):
+        theirs = httpx.post(f"{url}/reranking", json=body, timeout=120).json()
+    assert [r["index"] for r in ours["results"]] == [r["index"] for r in theirs["results"]]
+    assert set(ours) == set(theirs) and all(0 < r["relevance_score"] < 1 for r in ours["results"])
+    # A BERT cross-encoder reads `[CLS] query [SEP] document [SEP]` (as Hugging Face's tokenizer pairs
+    # them; test_rerank_e2e checks Fireside's scores against that reference): llama-server leaves the
+    # last [SEP] out when the vocabulary adds no EOS, one token less per document, so its raw scores
+    # (logits) are a little off
+    assert ours["usage"]["prompt_tokens"] == theirs["usage"]["prompt_tokens"] + len(body["documents"])
