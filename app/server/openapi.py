@@ -24,10 +24,10 @@ from app.api.fireworks.responses import (
     ModelCard,
     ModelList,
 )
+from app.api.llamacpp import openapi as llamacpp_openapi
 from app.api.ollama import openapi as ollama_openapi
 from app.api.rerank.routes import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
-from app.api.llamacpp import openapi as llamacpp_openapi
 from app.api.tgi import openapi as tgi_openapi
 from app.pipeline.errors import ErrorResponse, HTTPValidationError
 
