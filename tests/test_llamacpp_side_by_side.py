@@ -137,7 +137,8 @@ def test_props_and_slots_have_the_same_fields(server, llama_server):
     assert ours["chat_template"] == theirs["chat_template"]
     our_slots = httpx.get(f"{server.base_url}/slots", timeout=60).json()
     their_slots = httpx.get(f"{llama_server}/slots", timeout=60).json()
-    assert {"id", "n_ctx", "is_processing", "params"} <= set(our_slots[0]) & set(their_slots[0])
+    assert {"id", "n_ctx", "is_processing", "params", "next_token"} <= set(our_slots[0]) & set(their_slots[0])
+    assert set(our_slots[0]["next_token"][0]) <= set(their_slots[0]["next_token"][0]) | {"stopping_word"}
 
 
 def test_infill_builds_the_same_prompt_and_tokens(fim_path):

@@ -133,7 +133,7 @@ async def slots(request: Request, model: FromQuery[str | None] = None) -> list[S
         engine = lease.served.engine
         params = generation_settings(LlamaCompletionRequest(prompt=""), SEED_MASK, None)
         return [SlotState(slot, -1, engine.ctx_size, engine.draft_model is not None, busy, cached, params, "",
-                          SlotNextToken(busy, False, -1, 0, "")) for slot, busy, cached in engine.slot_states()]
+                          [SlotNextToken(busy, False, -1, 0, "")]) for slot, busy, cached in engine.slot_states()]
     finally:
         lease.release()
 

@@ -263,7 +263,7 @@ class SlotState(msgspec.Struct):
     n_tokens_cached: int  # Fireside's: how many positions its cache holds (never their text)
     params: dict[str, Any]
     prompt: str  # always empty: a slot's prompt is another client's (llama-server shows it)
-    next_token: SlotNextToken
+    next_token: list[SlotNextToken]  # a list of one, as llama-server writes it
 
 
 class LlamaErrorBody(msgspec.Struct):
