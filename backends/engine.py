@@ -202,6 +202,11 @@ class Engine:
         self._inbox.put(handle)
         return handle
 
+    def slot_states(self) -> list[tuple[int, bool, int]]:
+        """Each slot's id, whether a sequence runs in it and the cache positions it holds (never
+        what they hold: that is another client's prompt)."""
+        return [(slot.id, slot.sequence is not None, len(slot.tokens)) for slot in self._slots]
+
     def load(self) -> EngineLoad:
         """A snapshot for health checks; reading sizes from another thread is safe under the GIL."""
         return EngineLoad(

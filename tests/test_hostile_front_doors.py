@@ -44,6 +44,11 @@ def _tgi(body: dict) -> str:
     return body["error"]
 
 
+def _llama(body: dict) -> str:
+    assert body["error"]["code"] >= 400 and body["error"]["type"]
+    return body["error"]["message"]
+
+
 LONG = 5000  # " word" tokens: past the default server's pool (4 x 1024) and its embedding context (2048)
 BUSY = 120  # a prompt whose prefill takes a moment: the engine works on it when the client leaves
 
@@ -93,6 +98,8 @@ DOORS = [
          busy_body=lambda model: {"model": model, "input": TWO_BATCHES, "truncate": False}),
     Door("/generate", _tgi, lambda model, text, tokens: {"model": model, "inputs": text,
                                                          "parameters": {"max_new_tokens": tokens}}, 422),
+    Door("/completion", _llama, lambda model, text, tokens: {"model": model, "prompt": text, "n_predict": tokens,
+                                                             "ignore_eos": True}, 400),
 ]
 IDS = [door.path for door in DOORS]
 

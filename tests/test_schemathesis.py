@@ -358,6 +358,11 @@ def bound_served_body(body: Any, served_model: str, path: str) -> None:
             body["options"]["num_predict"] = MAX_TOKENS  # Ollama's default, -1, runs to the context's end
     if path in ("/", "/generate_stream"):
         bound_tgi_body(body, served_model)
+    if path in ("/completion", "/infill"):  # llama-server's: n_predict -1 runs to the context's end
+        predict = body.get("n_predict")
+        if not isinstance(predict, int) or isinstance(predict, bool) or not 1 <= predict <= MAX_TOKENS:
+            body["n_predict"] = MAX_TOKENS
+        body.pop("max_tokens", None)
 
 
 @served_document.parametrize()

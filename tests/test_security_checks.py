@@ -102,6 +102,10 @@ def concrete(template: str, model: str) -> str:
     return re.sub(r"\{(\w+)(?::\w+)?\}", value, template)
 
 
+LLAMACPP_PATHS = ("/completion", "/infill", "/tokenize", "/detokenize", "/apply-template", "/embedding", "/slots",
+                  "/props", "/reranking", "/rerank", "/v1/reranking")  # llama-server's native routes
+
+
 def front_door(template: str) -> str:
     """Whose error shape a path's errors take."""
     if template.startswith("/api/"):
@@ -110,6 +114,8 @@ def front_door(template: str) -> str:
         return "anthropic"
     if template in ("/generate", "/generate_stream", "/"):  # `/`: TGI's POST (GET/HEAD are public)
         return "tgi"
+    if template in LLAMACPP_PATHS:
+        return "llamacpp"
     return "openai"
 
 
@@ -123,6 +129,7 @@ def assert_401_shape(response: httpx.Response, door: str, message: str, where: s
         "anthropic": {"type": "error", "error": {"type": "authentication_error", "message": message}},
         "ollama": {"error": message},
         "tgi": {"error": message, "error_type": "authentication"},
+        "llamacpp": {"error": {"code": 401, "message": message, "type": "authentication_error"}},
     }[door]
     assert body == expected, f"{where}: {door} shape expected, got {body}"
 

@@ -174,6 +174,7 @@ class OutputOptions:
     internal_content: bool = False  # `stream_options.include_internal_content`
     raw_output: bool = False
     perf_in_body: bool = False
+    timings: bool = False  # llama.cpp's `timings` object on the answer (`timings_per_token`)
     # the logprobs are asked only to shape the dialect's per-token events (TGI's stream), not
     # shown as scores: an answer without them (an upstream's) can still be shaped
     internal_logprobs: bool = False

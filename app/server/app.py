@@ -12,6 +12,7 @@ from app.api.audio.routes import ROUTES as AUDIO_ROUTES
 from app.api.common.errors import SpecShape, error_handlers
 from app.api.embeddings.routes import ROUTES as EMBEDDING_ROUTES
 from app.api.fireworks.routes import ROUTES as FIREWORKS_ROUTES
+from app.api.llamacpp.routes import ROUTES as LLAMACPP_ROUTES
 from app.api.ollama.routes import ROUTES as OLLAMA_ROUTES
 from app.api.rerank.routes import ROUTES as RERANK_ROUTES
 from app.api.responses.routes import ROUTES as RESPONSES_ROUTES
@@ -46,7 +47,7 @@ def create_app(registry: ModelRegistry, settings: ApiSettings | None = None, dra
     drain = drain or Drain()
     app = Litestar(
         route_handlers=[*FIREWORKS_ROUTES, *EMBEDDING_ROUTES, *RERANK_ROUTES, *ANTHROPIC_ROUTES, *RESPONSES_ROUTES,
-                        *TGI_ROUTES, *OLLAMA_ROUTES, *AUDIO_ROUTES,
+                        *TGI_ROUTES, *OLLAMA_ROUTES, *AUDIO_ROUTES, *LLAMACPP_ROUTES,
                         *PAGE_ROUTES, health, openapi],
         exception_handlers=error_handlers(SpecShape()),  # the doors with their own shape set theirs
         openapi_config=None,  # our own document, generated from the request Structs (app.server.openapi)

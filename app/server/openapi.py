@@ -25,6 +25,7 @@ from app.api.fireworks.responses import (
     ModelCard,
     ModelList,
 )
+from app.api.llamacpp import openapi as llamacpp_openapi
 from app.api.ollama import openapi as ollama_openapi
 from app.api.rerank.routes import RerankRequestBody, RerankResponse
 from app.api.responses import openapi as responses_openapi
@@ -82,7 +83,7 @@ def openapi_document() -> dict[str, Any]:
         ChatCompletionResponse, ChatCompletionStreamResponse, ErrorResponse, HTTPValidationError,
         ModelList, ModelCard, LogProbs, NewLogProbs, EmbeddingRequest, EmbeddingResponse, RerankRequestBody,
         RerankResponse, *anthropic_openapi.STRUCTS, *responses_openapi.STRUCTS, *tgi_openapi.STRUCTS,
-        *ollama_openapi.STRUCTS, *audio_openapi.STRUCTS,
+        *ollama_openapi.STRUCTS, *audio_openapi.STRUCTS, *llamacpp_openapi.STRUCTS,
     ]
     _, components = msgspec.json.schema_components(structs, ref_template=_REF)
     paths: dict[str, Any] = {}
@@ -101,6 +102,7 @@ def openapi_document() -> dict[str, Any]:
     paths.update(ollama_openapi.paths(_ref))
     paths.update(tgi_openapi.paths(_ref))
     paths.update(audio_openapi.paths(_ref))
+    paths.update(llamacpp_openapi.paths(_ref))
     paths["/health"] = {"get": {"summary": "Health", "responses": {"200": {"description": "Serving"}}}}
     return {
         "openapi": "3.1.0",

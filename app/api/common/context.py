@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from litestar import Request
 
+from app.pipeline.errors import ModelNotFound
 from app.pipeline.run import RequestContext
 from app.settings.api import ApiSettings
 from backends.registry import ModelRegistry
@@ -21,3 +22,14 @@ def settings(request: Request) -> ApiSettings:
 def request_context(request: Request) -> RequestContext:
     """The context a generation handler runs in; its clock starts now (the request's arrival)."""
     return RequestContext(registry(request), request.receive, media=settings(request).media)
+
+
+def named_or_first_model(request: Request, model: str | None) -> str:
+    """The model a request names, or, for the APIs whose clients name none (TGI's, llama-server's:
+    one server, one model), the first one this server serves."""
+    if model is not None:
+        return model
+    specs = registry(request).specs()
+    if not specs:
+        raise ModelNotFound("(none given)")
+    return specs[0][0].id

@@ -14,6 +14,7 @@ from msgspec import UNSET, UnsetType
 from app.api.common.logprobs import LogprobShaper, merge_logprobs, token_texts
 from app.api.common.outputs import ChoiceLogprobs, NewLogProbs, RawOutput, UsageInfo
 from app.api.common.perf_metrics import perf_headers, perf_metrics
+from app.api.common.timings import Timings, timings
 from app.pipeline.plan import ECHO_ALL, OutputOptions
 from app.pipeline.prepare import PreparedRequest
 from app.pipeline.prompts import Fragments
@@ -189,6 +190,10 @@ class ChoiceExtras:
 
     def body_perf(self, metrics: dict[str, object]) -> dict[str, object] | UnsetType:
         return metrics if self.options.perf_in_body else UNSET
+
+    def timings(self, counter: UsageCounter) -> Timings | UnsetType:
+        """llama.cpp's `timings` when asked for (`timings_per_token`)."""
+        return timings(self.clock, counter) if self.options.timings else UNSET
 
     @staticmethod
     def headers(metrics: dict[str, object]) -> dict[str, str]:

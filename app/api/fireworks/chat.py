@@ -13,6 +13,7 @@ from app.api.common.decode import decode_body
 from app.api.common.extras import ChoiceExtras
 from app.api.common.outputs import UsageInfo
 from app.api.common.streams import OPENAI_SSE
+from app.api.common.timings import Timings
 from app.api.common.violations import AnswerWatch
 from app.api.fireworks.plan import chat_plan
 from app.api.fireworks.requests import ChatCompletionRequest
@@ -79,10 +80,10 @@ class ChatShaper:
     # ---- a stream ----------------------------------------------------------------------------
 
     def _chunk(self, choices: list[ChatStreamChoice], usage: UsageInfo | UnsetType = UNSET, *,
-               perf: dict[str, object] | UnsetType = UNSET,
+               perf: dict[str, object] | UnsetType = UNSET, timings: Timings | UnsetType = UNSET,
                prompt_ids: list[int] | UnsetType = UNSET) -> ChatCompletionStreamResponse:
         return ChatCompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf,
-                                            prompt_token_ids=prompt_ids)
+                                            timings=timings, prompt_token_ids=prompt_ids)
 
     def opening(self) -> list[ChatCompletionStreamResponse]:
         chunks = []
@@ -129,9 +130,10 @@ class ChatShaper:
                                  raw_output=self.extras.stream_raw_output(choice),
                                  schema_violations=self.watch.report(choice, reason, output.calls))
         perf: dict[str, object] | UnsetType = UNSET
+        timings: Timings | UnsetType = UNSET
         if last:
-            perf = self.extras.stream_perf(counter)
-        return [*rest, self._chunk([final], perf=perf)]
+            perf, timings = self.extras.stream_perf(counter), self.extras.timings(counter)
+        return [*rest, self._chunk([final], perf=perf, timings=timings)]
 
     def usage(self, counter: UsageCounter) -> ChatCompletionStreamResponse:
         return self._chunk([], self.extras.usage(counter))
@@ -166,5 +168,6 @@ class ChatShaper:
                                       token_ids=extras.token_ids(result.tokens), schema_violations=violations))
         perf = extras.perf(counter)
         body = ChatCompletionResponse(self.id, self.created, self.model, choices, extras.usage(counter),
-                                      perf_metrics=extras.body_perf(perf), prompt_token_ids=extras.prompt_ids(0))
+                                      perf_metrics=extras.body_perf(perf), timings=extras.timings(counter),
+                                      prompt_token_ids=extras.prompt_ids(0))
         return Response(body, headers=extras.headers(perf))

@@ -12,6 +12,7 @@ from app.api.common.decode import decode_body
 from app.api.common.extras import ChoiceExtras
 from app.api.common.outputs import ChoiceLogprobs, UsageInfo
 from app.api.common.streams import OPENAI_SSE
+from app.api.common.timings import Timings
 from app.api.common.violations import AnswerWatch
 from app.api.fireworks.plan import completion_plan
 from app.api.fireworks.requests import CompletionRequest
@@ -53,8 +54,10 @@ class CompletionShaper:
     # ---- a stream ----------------------------------------------------------------------------
 
     def _chunk(self, choices: list[CompletionChoice], usage: UsageInfo | UnsetType = UNSET,
-               perf: dict[str, object] | UnsetType = UNSET) -> CompletionStreamResponse:
-        return CompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf)
+               perf: dict[str, object] | UnsetType = UNSET,
+               timings: Timings | UnsetType = UNSET) -> CompletionStreamResponse:
+        return CompletionStreamResponse(self.id, self.created, self.model, choices, usage, perf_metrics=perf,
+                                        timings=timings)
 
     def _choice(self, choice: int, text: str, *, logprobs: ChoiceLogprobs = None, prompt_ids: bool = False,
                 tokens: list[int] | None = None, finish_reason: str | None = None) -> CompletionChoice:
@@ -93,10 +96,10 @@ class CompletionShaper:
         final = self._choice(choice, "", finish_reason=reason)
         final.raw_output = self.extras.stream_raw_output(choice)
         final.schema_violations = self.watch.report(choice, reason)
-        perf = UNSET
+        perf, timings = UNSET, UNSET
         if last:
-            perf = self.extras.stream_perf(counter)
-        return [self._chunk([final], perf=perf)]
+            perf, timings = self.extras.stream_perf(counter), self.extras.timings(counter)
+        return [self._chunk([final], perf=perf, timings=timings)]
 
     def usage(self, counter: UsageCounter) -> CompletionStreamResponse:
         return self._chunk([], self.extras.usage(counter))
@@ -125,5 +128,5 @@ class CompletionShaper:
         ]
         perf = extras.perf(counter)
         body = CompletionResponse(self.id, self.created, self.model, choices, extras.usage(counter),
-                                  perf_metrics=extras.body_perf(perf))
+                                  perf_metrics=extras.body_perf(perf), timings=extras.timings(counter))
         return Response(body, headers=extras.headers(perf))

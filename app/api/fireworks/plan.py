@@ -247,6 +247,7 @@ def output_options(request: GenerationFields, max_logprobs: int) -> OutputOption
         internal_content=stream_options is not None and bool(stream_options.include_internal_content),
         raw_output=bool(request.raw_output),
         perf_in_body=bool(request.perf_metrics_in_response),
+        timings=bool(request.timings_per_token),
     )
 
 

@@ -157,6 +157,7 @@ class GenerationFields(WireStruct, kw_only=True):
     prompt_cache_isolation_key: str | None = None
     raw_output: bool | None = False
     perf_metrics_in_response: bool | None = False
+    timings_per_token: bool | None = False  # llama-server's: its `timings` object on the answer
     stream: bool | None = False
     stream_options: StreamOptions | None = None
     n: ChoiceCount = 1

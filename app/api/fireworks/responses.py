@@ -11,6 +11,7 @@ from typing import Any, Literal
 from msgspec import UNSET, UnsetType
 
 from app.api.common.outputs import ChoiceLogprobs, RawOutput, ResponseStruct, UsageInfo
+from app.api.common.timings import Timings
 from app.pipeline.answer_check import SchemaViolation
 
 FinishReason = Literal["stop", "length", "error"]
@@ -41,6 +42,7 @@ class CompletionResponse(ResponseStruct):
     usage: UsageInfo
     object: str = "text_completion"
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    timings: Timings | UnsetType = UNSET  # llama.cpp's (`timings_per_token`)
 
 
 class CompletionStreamResponse(ResponseStruct):
@@ -51,6 +53,7 @@ class CompletionStreamResponse(ResponseStruct):
     usage: UsageInfo | UnsetType = UNSET
     object: str = "text_completion"
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    timings: Timings | UnsetType = UNSET  # llama.cpp's (`timings_per_token`)
 
 
 class FunctionCall(ResponseStruct):
@@ -101,6 +104,7 @@ class ChatCompletionResponse(ResponseStruct):
     usage: UsageInfo | None = None
     object: str = "chat.completion"
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    timings: Timings | UnsetType = UNSET  # llama.cpp's (`timings_per_token`)
     prompt_token_ids: list[int] | UnsetType = UNSET
 
 
@@ -130,6 +134,7 @@ class ChatCompletionStreamResponse(ResponseStruct):
     usage: UsageInfo | UnsetType = UNSET
     object: str = "chat.completion.chunk"
     perf_metrics: dict[str, Any] | UnsetType = UNSET
+    timings: Timings | UnsetType = UNSET  # llama.cpp's (`timings_per_token`)
     prompt_token_ids: list[int] | UnsetType = UNSET
 
 

@@ -13,8 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-import llama_cpp
-
+from app.api.common.fim import fim_prompt, fim_tokens
 from app.api.common.tools import function_tool, plan_tools
 from app.api.common.turns import Turns, joined, tool_call
 from app.api.ollama.options import Options, reasoning, response_format
@@ -175,13 +174,8 @@ def _fill_in_the_middle(request: OllamaGenerateRequest, served: ServedModel) -> 
     for name in ("system", "context", "think", "images"):
         if getattr(request, name) is not None:
             raise BadRequest(f"{name} cannot go with suffix (a fill-in-the-middle prompt)", param=name)
+    fim = fim_tokens(served, "suffix")
     model = served.model
-    pre, suf, mid = (fim(model.vocab) for fim in (llama_cpp.llama_vocab_fim_pre, llama_cpp.llama_vocab_fim_suf,
-                                                  llama_cpp.llama_vocab_fim_mid))
-    if min(pre, suf, mid) < 0:
-        raise BadRequest(f"suffix needs a model trained for fill-in-the-middle; {served.id}'s vocabulary has no FIM "
-                         "tokens", param="suffix")
     prefix = model.tokenize(request.prompt or "", add_special=False, parse_special=False)
     suffix = model.tokenize(request.suffix or "", add_special=False, parse_special=False)
-    start = [model.bos_token_id] if model.add_bos and model.bos_token_id >= 0 else []
-    return Prompts(((*start, pre, *prefix, suf, *suffix, mid),))
+    return Prompts((fim_prompt(served, fim, prefix, suffix),))

@@ -27,15 +27,14 @@ from app.api.common.context import request_context
 from app.api.common.decode import decode_body
 from app.api.common.paths import API_PREFIXES
 from app.pipeline.chat_formats import chat_format
-from app.pipeline.embed import pooled
 from app.pipeline.errors import BadRequest
 from app.pipeline.plan import Conversation
 from app.pipeline.prepare import require_generative
 from app.pipeline.prompts import Prompt, chat_prompt
+from app.pipeline.rank import cross_encoder_scores
 from app.pipeline.record import track
 from app.pipeline.run import acquire_model, job_events, submit
 from app.pipeline.usage import RequestClock, UsageCounter
-from backends.cross_encoder import RankingError, pair_tokens, relevance
 from backends.embedder import Pooling, declared_pooling
 from backends.jobs import (
     GenerationJob,
@@ -138,7 +137,7 @@ async def create_rerank(request: Request) -> Response:
             if wire.task is not None:
                 raise BadRequest(f"{served.id} is a cross-encoder: it reads the query and document alone and "
                                  "takes no task", param="task")
-            scores, prompt_tokens = await _cross_encoder_scores(served, plan, context.receive)
+            scores, prompt_tokens = await cross_encoder_scores(served, plan.query, plan.documents, context.receive)
         else:
             require_generative(served, "it does not rank documents (it embeds them; a cross-encoder or a chat "
                                        "model ranks)")
@@ -152,24 +151,6 @@ async def create_rerank(request: Request) -> Response:
     results.sort(key=lambda result: (-result.relevance_score, result.index))
     body = RerankResponse(results[:plan.top_n], wire.model or plan.model, RerankUsage(prompt_tokens, prompt_tokens))
     return Response(msgspec.json.encode(body), media_type="application/json")
-
-
-async def _cross_encoder_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -> tuple[list[float], int]:
-    """Each (query, document) pair read by a cross-encoder in one embedding batch."""
-    model = served.model
-    pairs = await asyncio.to_thread(lambda: [tuple(pair_tokens(model, plan.query, document))
-                                             for document in plan.documents])
-    limit = served.engine.embedding_input_limit
-    for index, pair in enumerate(pairs):
-        if len(pair) > limit:
-            raise BadRequest(f"documents[{index}]: the query and this document make {len(pair)} tokens; this model "
-                             f"reads at most {limit} at once", param="documents", code="context_length_exceeded")
-    vectors = await pooled(served, tuple(pairs), receive)
-    try:
-        scores = [relevance(model, vector) for vector in vectors]
-    except RankingError as error:
-        raise BadRequest(str(error), param="model") from None
-    return scores, sum(len(pair) for pair in pairs)
 
 
 async def _llm_scores(served: ServedModel, plan: RerankPlan, receive: Receive) -> tuple[list[float], int]:

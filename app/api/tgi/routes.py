@@ -9,7 +9,12 @@ from typing import Any
 from litestar import Request, Response, Router, post
 from litestar.response import Stream
 
-from app.api.common.context import registry, request_context, settings
+from app.api.common.context import (
+    named_or_first_model,
+    registry,
+    request_context,
+    settings,
+)
 from app.api.common.decode import decode_body
 from app.api.common.errors import error_handlers, validation_message
 from app.api.common.streams import TGI_SSE
@@ -29,20 +34,12 @@ async def _generate(request: Request, *, stream: bool | None, listed: bool = Fal
     body = decode_body(await request.body(), TgiGenerateRequest)
     if stream is not None:
         body.stream = stream  # the route decides: /generate answers whole, /generate_stream streams
-    model = body.model if body.model is not None else _default_model(request)
+    model = named_or_first_model(request, body.model)
     if body.parameters is not None and body.parameters.adapter_id is not None:
         model = _adapter(request, model, body.parameters.adapter_id)
     plan, shape = tgi_plan(body, model, settings(request).max_logprobs)
     return await answer(request_context(request), plan,
                         lambda prepared, clock: TgiShaper(prepared, clock, shape, listed=listed), TGI_SSE)
-
-
-def _default_model(request: Request) -> str:
-    """The model TGI's clients mean when they name none: the first one this server serves."""
-    specs = registry(request).specs()
-    if not specs:
-        raise ModelNotFound("(none given)")
-    return specs[0][0].id
 
 
 def _adapter(request: Request, model: str, adapter_id: str) -> str:
