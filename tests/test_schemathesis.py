@@ -363,6 +363,8 @@ def bound_served_body(body: Any, served_model: str, path: str) -> None:
         if not isinstance(predict, int) or isinstance(predict, bool) or not 1 <= predict <= MAX_TOKENS:
             body["n_predict"] = MAX_TOKENS
         body.pop("max_tokens", None)
+        if "n_cmpl" in body:  # up to 128 answers queued on two slots: over a loaded machine's timeout
+            body["n_cmpl"] = _lower(body["n_cmpl"], MAX_N)
 
 
 @served_document.parametrize()
