@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../../.."
 PY=.venv/bin/python
 VERSION=$($PY -c "import importlib.metadata as m; print(m.version('llama_cpp_python'))")
-mkdir -p .git/info && (grep -qx "/.gpu/" .git/info/exclude 2>/dev/null || echo "/.gpu/" >> .git/info/exclude)
+# .gpu/ is in .gitignore
 rm -rf .gpu && mkdir -p .gpu/llama.cpp .gpu/whl /tmp/fireside-sdist
 $PY -m pip download -q --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d /tmp/fireside-sdist
 tar xzf "/tmp/fireside-sdist/llama_cpp_python-$VERSION.tar.gz" -C /tmp/fireside-sdist
