@@ -11,6 +11,7 @@ and `AnswerHooks` (the time the model took to load, the finished answer): one le
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -219,6 +220,16 @@ async def acquire_model(registry: ModelRegistry, name: str, what: str = "this en
     if lease is None:
         raise ModelNotFound(name)
     return lease
+
+
+@contextlib.asynccontextmanager
+async def leased_model(registry: ModelRegistry, name: str, what: str = "this endpoint") -> AsyncIterator[ServedModel]:
+    """`acquire_model`'s lease for the block's length: the served model, released after it."""
+    lease = await acquire_model(registry, name, what)
+    try:
+        yield lease.served
+    finally:
+        lease.release()
 
 
 def submit(served: ServedModel, job: GenerationJob | EmbeddingJob) -> JobHandle:

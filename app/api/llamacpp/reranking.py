@@ -11,20 +11,16 @@ from app.api.llamacpp.wire import (
 )
 from app.pipeline.errors import BadRequest
 from app.pipeline.rank import cross_encoder_scores
-from app.pipeline.run import RequestContext, acquire_model
+from app.pipeline.run import RequestContext, leased_model
 from backends.embedder import Pooling, declared_pooling
 
 
 async def reranking(context: RequestContext, body: RerankingRequest, model: str) -> RerankingResponse:
-    lease = await acquire_model(context.registry, model, "reranking")
-    try:
-        served = lease.served
+    async with leased_model(context.registry, model, "reranking") as served:
         if declared_pooling(served.model) != Pooling.rank:
             raise BadRequest(f"{served.id} is not a reranker (a GGUF with rank pooling); /v1/rerank also ranks with "
                              "a chat model", param="model")
         scores, tokens = await cross_encoder_scores(served, body.query, body.documents, context.receive)
-    finally:
-        lease.release()
     ranked = sorted((RankedDocument(i, score) for i, score in enumerate(scores)),
                     key=lambda result: (-result.relevance_score, result.index))
     return RerankingResponse(model, RerankingUsage(tokens, tokens), ranked[:body.top_n])

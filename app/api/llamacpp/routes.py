@@ -45,7 +45,7 @@ from app.api.llamacpp.wire import (
 )
 from app.pipeline.chat_formats import chat_format
 from app.pipeline.errors import ApiError, BadRequest, RequestValidationError
-from app.pipeline.run import acquire_model, answer
+from app.pipeline.run import answer, leased_model
 
 NATIVE_SSE = TGI_SSE  # `data: {json}` events and no end marker, as llama-server's native stream
 
@@ -76,40 +76,31 @@ async def infill(request: Request) -> Response | Stream:
 @post("/tokenize", status_code=200)
 async def tokenize(request: Request) -> LlamaTokenizeResponse:
     body = decode_body(await request.body(), LlamaTokenizeRequest)
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
-                                "tokenizing")
-    try:
-        model = lease.served.model
+    async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
+                            "tokenizing") as served:
+        model = served.model
         tokens = await asyncio.to_thread(mixed_tokens, model, body.content, add_special=body.add_special,
                                          parse_special=body.parse_special, param="content")
         return LlamaTokenizeResponse(pieces(token_texts(model), tokens) if body.with_pieces else tokens)
-    finally:
-        lease.release()
 
 
 @post("/detokenize", status_code=200)
 async def detokenize(request: Request) -> LlamaDetokenizeResponse:
     body = decode_body(await request.body(), LlamaDetokenizeRequest)
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
-                                "detokenizing")
-    try:
-        model = lease.served.model
+    async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
+                            "detokenizing") as served:
+        model = served.model
         check_ids(body.tokens, model.n_vocab, "tokens")
         return LlamaDetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
-    finally:
-        lease.release()
 
 
 @post("/apply-template", status_code=200)
 async def apply_template(request: Request) -> ApplyTemplateResponse:
     body = decode_body(await request.body(), ApplyTemplateRequest)
     conversation = template_turns(body.messages).conversation()
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
-                                "applying the chat template")
-    try:
-        return ApplyTemplateResponse((await rendered_prompt(lease.served, conversation)).text)
-    finally:
-        lease.release()
+    async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
+                            "applying the chat template") as served:
+        return ApplyTemplateResponse((await rendered_prompt(served, conversation)).text)
 
 
 @post("/embedding", status_code=200)
@@ -127,25 +118,20 @@ async def reranking_route(request: Request) -> RerankingResponse:
 @get("/slots", status_code=200)
 async def slots(request: Request, model: FromQuery[str | None] = None) -> list[SlotState]:
     """llama-server's read-only `GET /slots`: each slot busy or idle, and how much it caches."""
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
-                                "reading its slots")
-    try:
-        engine = lease.served.engine
+    async with leased_model(request_context(request).registry, named_or_first_model(request, model),
+                            "reading its slots") as served:
+        engine = served.engine
         params = generation_settings(LlamaCompletionRequest(prompt=""), SEED_MASK, None)
         return [SlotState(slot, -1, engine.ctx_size, engine.draft_model is not None, busy, cached, params, "",
                           [SlotNextToken(busy, False, -1, 0, "")]) for slot, busy, cached in engine.slot_states()]
-    finally:
-        lease.release()
 
 
 @get("/props", status_code=200)
 async def props(request: Request, model: FromQuery[str | None] = None) -> LlamaProps:
     """The server's properties for the model (`?model=`, else the first one), llama-server's
     read-only `GET /props`."""
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, model),
-                                "reading its properties")
-    try:
-        served = lease.served
+    async with leased_model(request_context(request).registry, named_or_first_model(request, model),
+                            "reading its properties") as served:
         texts = token_texts(served.model)
         bos, eos = served.model.bos_token_id, served.model.eos_token_id
         defaults = generation_settings(LlamaCompletionRequest(prompt=""), SEED_MASK, None) | {"n_ctx": served.engine.ctx_size}
@@ -158,8 +144,6 @@ async def props(request: Request, model: FromQuery[str | None] = None) -> LlamaP
             modalities={"vision": served.projector is not None, "audio": False},
             build_info="fireside", is_sleeping=False,
             bos_token=texts.get(bos).text if bos >= 0 else "", eos_token=texts.get(eos).text if eos >= 0 else "")
-    finally:
-        lease.release()
 
 
 class LlamaShape:

@@ -21,7 +21,7 @@ from app.api.llamacpp.wire import (
     VllmTokenizeResponse,
 )
 from app.pipeline.errors import BadRequest
-from app.pipeline.run import acquire_model
+from app.pipeline.run import leased_model
 
 
 def _check(body: VllmTokenizeRequest) -> None:
@@ -44,10 +44,8 @@ def _check(body: VllmTokenizeRequest) -> None:
 async def tokenize(request: Request) -> VllmTokenizeResponse:
     body = decode_body(await request.body(), VllmTokenizeRequest)
     _check(body)
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
-                                "tokenizing")
-    try:
-        served = lease.served
+    async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
+                            "tokenizing") as served:
         if body.messages is not None:
             tokens = (await rendered_prompt(served, template_turns(body.messages).conversation())).tokens
         else:
@@ -57,21 +55,16 @@ async def tokenize(request: Request) -> VllmTokenizeResponse:
         texts = token_texts(served.model)
         strings = [texts.get(token).text for token in tokens] if body.return_token_strs else None
         return VllmTokenizeResponse(len(tokens), served.engine.ctx_size, tokens, strings)
-    finally:
-        lease.release()
 
 
 @post("/v1/detokenize", status_code=200)
 async def detokenize(request: Request) -> VllmDetokenizeResponse:
     body = decode_body(await request.body(), VllmDetokenizeRequest)
-    lease = await acquire_model(request_context(request).registry, named_or_first_model(request, body.model),
-                                "detokenizing")
-    try:
-        model = lease.served.model
+    async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
+                            "detokenizing") as served:
+        model = served.model
         check_ids(body.tokens, model.n_vocab, "tokens")
         return VllmDetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
-    finally:
-        lease.release()
 
 
 ROUTES = [Router("", route_handlers=[tokenize, detokenize], exception_handlers=error_handlers(OpenAIShape()))]
