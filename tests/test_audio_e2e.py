@@ -193,6 +193,9 @@ def test_bad_audio_is_refused_naming_the_part(audio_server) -> None:
     models = {m["id"]: m for m in httpx.get(f"{audio_server.v1}/models").json()["data"]}
     assert "audio" in models["audio"]["capabilities"] and "vision" not in models["audio"]["capabilities"]
     assert "audio" not in models["plain"]["capabilities"]
+    for model, modalities in (("audio", {"vision": False, "audio": True}), ("plain", {"vision": False, "audio": False})):
+        props = httpx.get(f"{audio_server.base_url}/props", params={"model": model}, timeout=30).json()
+        assert props["modalities"] == modalities  # llama-server's GET /props says the same
 
 
 def test_sound_past_the_limits_gets_413_or_400_with_the_numbers(audio_server) -> None:

@@ -141,7 +141,8 @@ async def props(request: Request, model: FromQuery[str | None] = None) -> LlamaP
                                          "is_processing": False, "params": defaults, "prompt": ""},
             total_slots=served.engine.options.parallel, model_path=str(served.path),
             chat_template=chat_format(served).template.source, chat_template_caps={},
-            modalities={"vision": served.projector is not None, "audio": False},
+            modalities={"vision": served.projector is not None and served.projector.vision,
+                        "audio": served.projector is not None and served.projector.audio},
             build_info="fireside", is_sleeping=False,
             bos_token=texts.get(bos).text if bos >= 0 else "", eos_token=texts.get(eos).text if eos >= 0 else "")
 
