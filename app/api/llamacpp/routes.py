@@ -23,7 +23,7 @@ from app.api.llamacpp.messages import rendered_prompt, template_turns
 from app.api.llamacpp.plan import SEED_MASK, completion_plan, generation_settings
 from app.api.llamacpp.reranking import reranking
 from app.api.llamacpp.shaper import CompletionShaper, error_body
-from app.api.llamacpp.tokens import check_ids, mixed_tokens, pieces, pieces_text
+from app.api.llamacpp.tokens import detokenized, mixed_tokens, pieces
 from app.api.llamacpp.vllm_tokens import ROUTES as VLLM_ROUTES
 from app.api.llamacpp.wire import (
     ApplyTemplateRequest,
@@ -89,9 +89,7 @@ async def detokenize(request: Request) -> LlamaDetokenizeResponse:
     body = decode_body(await request.body(), LlamaDetokenizeRequest)
     async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
                             "detokenizing") as served:
-        model = served.model
-        check_ids(body.tokens, model.n_vocab, "tokens")
-        return LlamaDetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
+        return LlamaDetokenizeResponse(await detokenized(served.model, body.tokens))
 
 
 @post("/apply-template", status_code=200)

@@ -3,7 +3,9 @@ or bytes, token ids turned back into text."""
 
 from __future__ import annotations
 
-from app.api.common.logprobs import TokenTexts
+import asyncio
+
+from app.api.common.logprobs import TokenTexts, token_texts
 from app.api.llamacpp.wire import TokenPiece
 from app.pipeline.errors import BadRequest
 from backends.llama_model import LlamaModel
@@ -51,6 +53,12 @@ def pieces_text(texts: TokenTexts, tokens: list[int]) -> str:
     """The tokens' pieces joined (special tokens as their text), as `/detokenize` answers; bytes
     that are not UTF-8 (a character cut between tokens) become U+FFFD."""
     return b"".join(texts.get(token).piece for token in tokens).decode("utf-8", errors="replace")
+
+
+async def detokenized(model: LlamaModel, tokens: list[int]) -> str:
+    """`tokens` as text (`pieces_text`), after checking every id: both detokenize routes' answer."""
+    check_ids(tokens, model.n_vocab, "tokens")
+    return await asyncio.to_thread(pieces_text, token_texts(model), tokens)
 
 
 def valid_prefix(piece: bytes) -> str:

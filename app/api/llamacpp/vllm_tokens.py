@@ -13,7 +13,7 @@ from app.api.common.decode import decode_body
 from app.api.common.errors import OpenAIShape, error_handlers
 from app.api.common.logprobs import token_texts
 from app.api.llamacpp.messages import rendered_prompt, template_turns
-from app.api.llamacpp.tokens import check_ids, pieces_text
+from app.api.llamacpp.tokens import detokenized
 from app.api.llamacpp.wire import (
     VllmDetokenizeRequest,
     VllmDetokenizeResponse,
@@ -62,9 +62,7 @@ async def detokenize(request: Request) -> VllmDetokenizeResponse:
     body = decode_body(await request.body(), VllmDetokenizeRequest)
     async with leased_model(request_context(request).registry, named_or_first_model(request, body.model),
                             "detokenizing") as served:
-        model = served.model
-        check_ids(body.tokens, model.n_vocab, "tokens")
-        return VllmDetokenizeResponse(await asyncio.to_thread(pieces_text, token_texts(model), body.tokens))
+        return VllmDetokenizeResponse(await detokenized(served.model, body.tokens))
 
 
 ROUTES = [Router("", route_handlers=[tokenize, detokenize], exception_handlers=error_handlers(OpenAIShape()))]
