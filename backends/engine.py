@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 import llama_cpp
 
 from backends.adapters import AdapterTurns
+from backends.compaction import Compactor
 from backends.draft_model import DraftRunner
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
@@ -64,9 +65,6 @@ log = logging.getLogger("fireside.engine")
 # Copying a slot's cache costs about one stream of memory traffic; below this many extra
 # reusable tokens, prefilling them is as cheap.
 MIN_COPY_GAIN = 16
-# Steps a gap between busy slots may last before sequences move to close it: a burst of
-# arrivals usually fills it sooner.
-COMPACT_AFTER = 4
 _WAKE = object()  # an inbox item that only wakes the scheduler
 ALTERNATE_FROM = 512  # prompt tokens from which a prefill steps apart from decoding streams
 
@@ -160,7 +158,7 @@ class Engine:
         self._unstarted: set[JobHandle] = set()  # requests none of whose choices started (under _queue_lock)
         self._queue_lock = threading.Lock()
         self._steps = 0
-        self._gapped_steps = 0
+        self._compactor = Compactor(self._slots, _set_of)
         self._outbox = Outbox()
         self._emit, self._flush = self._outbox.emit, self._outbox.flush
         self._thread = threading.Thread(target=self._run, name=f"engine:{model.path.name}", daemon=True)
@@ -278,7 +276,8 @@ class Engine:
             self._fill_slots()
             if self._active:
                 try:
-                    self._compact()
+                    self._compactor.compact(self._active, self._memory, unified=self._pool.unified,
+                                            waiting=bool(self._waiting), step=self._steps)
                     self._step()
                 except Exception as error:  # never let the scheduler die: fail what was running
                     log.exception("engine step failed")
@@ -472,38 +471,6 @@ class Engine:
     def _clear(self, slot: Slot) -> None:
         llama_cpp.llama_memory_seq_rm(self._memory, slot.id, -1, -1)
         slot.clear()
-
-    def _compact(self) -> None:
-        """Close gaps between busy slots that outlast a burst of arrivals.
-
-        With one cache stream per slot, llama.cpp decodes each run of consecutive busy slot ids
-        in a pass of its own, every step. When a gap has lasted `COMPACT_AFTER` steps with no
-        request waiting to fill it, sequences move into it: their cache is copied to the free
-        slot (one stream's memory copy) and they go on there; the old slot keeps its cache.
-        """
-        busy = {seq.slot.id for seq in self._active}
-        several_sets = len({_set_of(seq) for seq in self._active}) > 1  # each decodes in steps of its own
-        if self._pool.unified or self._waiting or runs_of(busy) <= 1 or several_sets:
-            self._gapped_steps = 0
-            return
-        self._gapped_steps += 1
-        if self._gapped_steps < COMPACT_AFTER:
-            return
-        self._gapped_steps = 0
-        width = len(busy)
-        start = max(range(len(self._slots) - width + 1), key=lambda s: len(busy & set(range(s, s + width))))
-        block = set(range(start, start + width))
-        targets = sorted(block - busy)
-        for seq in [seq for seq in self._active if seq.slot.id not in block]:
-            self._move(seq, self._slots[targets.pop(0)])
-
-    def _move(self, seq: Sequence, target: Slot) -> None:
-        source = seq.slot
-        llama_cpp.llama_memory_seq_cp(self._memory, source.id, target.id, -1, -1)
-        target.copy_from(source, len(source.tokens))
-        target.isolation, target.affinity, target.last_used = source.isolation, source.affinity, self._steps
-        target.sequence, source.sequence = seq, None
-        seq.slot = target
 
     def _step(self) -> None:
         self._steps += 1
