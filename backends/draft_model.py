@@ -12,8 +12,11 @@ proposal only feeds what changed (a prefix shared with the slot's previous reque
 A draft stops early where its own top probability falls below `P_MIN` (llama.cpp's default for
 `--draft-p-min`): there it guesses, and a guess costs the target a row. Per stream the draft length
 doubles while drafts are kept whole and shrinks to what was kept when not; drafts that keep
-nothing make the stream wait longer before the next (up to `MAX_COOLDOWN` steps), so a useless
-draft model costs about nothing after a few steps.
+nothing make the stream wait longer before the next (up to `MAX_MODEL_COOLDOWN` steps), so a useless
+draft model costs about nothing after a few steps. With the target's cache split into a stream per
+slot, the streams drafting in one step draft as many tokens each (see `DraftRunner.prepare`): the
+target then checks them all in one pass. Whether the draft model runs at all is timed by
+`backends.draft_payoff`.
 
 A prompt-lookup draft (`--draft auto`) and a draft model together: the lookup wins when it has a
 proposal (it costs nothing and, when it matches, is usually longer); a request's `prediction` wins
@@ -114,12 +117,15 @@ class ModelDrafter:
     def allowed(decoding: int, prefilling: int) -> bool:
         return True
 
-    def wanted(self, limit: int) -> int:
-        """How many tokens to ask the draft model for this step (0: none); the lookup's draft is
-        taken here when it has one."""
+    def wanted(self, limit: int, model: bool = True) -> int:
+        """How many tokens to ask the draft model for this step (0: none; always with `model`
+        False: the draft model does not run this step); the lookup's draft is taken here when it
+        has one."""
         self._ready, self._source = (), None
         if self._lookup is not None and (found := self._lookup.propose(limit)):
             self._ready, self._source = found, self._lookup
+            return 0
+        if not model:
             return 0
         if self._wait:
             self._wait -= 1
@@ -203,27 +209,41 @@ class DraftRunner:
     def set_threads(self, threads: int) -> None:
         llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
 
-    def prepare_for(self, sequences: Seq[Any], room: int) -> None:
+    def prepare_for(self, sequences: Seq[Any], room: int, *, model: bool = True, equal: bool = False) -> None:
         """This step's proposals for every decoding stream (`backends.sequences.Sequence`, which
-        imports this module) that drafts with the model, `room` rows at most each."""
+        imports this module) that drafts with the model, `room` rows at most each (`model` False:
+        the prompt lookup's alone, the draft model does not pay here now; `equal`: the drafts all
+        of one length, see `prepare`)."""
         streams = []
         for seq in sequences:
             drafter = seq.drafter
             if type(drafter) is not ModelDrafter or seq.prefilling or (seq.budget is not None and seq.budget.forced):
                 continue
             limit = min(room, seq.max_tokens - seq.generated - 1)
-            if limit > 0 and (count := drafter.wanted(limit)):
-                streams.append((drafter, seq.slot.tokens, seq.last_token, count))
-        self.prepare(streams)
+            if limit > 0 and (count := drafter.wanted(limit, model)):
+                streams.append((drafter, seq.slot.tokens, seq.last_token, count, limit))
+        self.prepare(streams, equal=equal)
 
-    def prepare(self, streams: Seq[tuple[ModelDrafter, list[int], int, int]]) -> None:
-        """Draft for each (drafter, tokens, fed, count): `tokens` are what the target's slot holds
-        before this step, `fed` the token the step feeds after them, `count` how many tokens the
-        drafter wants."""
-        wanted = [(drafter, tokens, fed, count) for drafter, tokens, fed, count in streams
+    def prepare(self, streams: Seq[tuple[ModelDrafter, list[int], int, int, int]], *, equal: bool = False) -> None:
+        """Draft for each (drafter, tokens, fed, count, limit): `tokens` are what the target's slot
+        holds before this step, `fed` the token the step feeds after them, `count` how many tokens
+        the drafter wants, `limit` how many it may have.
+
+        `equal` (the target's cache split into a stream per slot): every stream drafts as many
+        tokens as the one that wants most (within its limit), and one unsure of its next token goes
+        on while another is sure of its own. llama.cpp decodes a batch over several cache
+        streams in passes of an equal number of rows per stream: drafts of three lengths would
+        cost the target three passes over its weights for one step, and on a GPU a pass costs about
+        a whole step while a few more rows cost next to nothing."""
+        wanted = [(drafter, tokens, fed, count) for drafter, tokens, fed, count, _ in streams
                   if count > 0 and len(tokens) + 1 + count < self._n_ctx]
         if not wanted:
             return
+        equal = equal and len(wanted) > 1
+        if equal:
+            most = max(count for *_, count in wanted)
+            limits = {id(drafter): limit for drafter, *_, limit in streams}
+            wanted = [(drafter, tokens, fed, min(most, limits[id(drafter)])) for drafter, tokens, fed, _ in wanted]
         rows = self._catch_up(wanted)
         drafts: dict[int, list[int]] = {id(drafter): [] for drafter, *_ in wanted}
         going = [(drafter, len(tokens) + 1, count, row) for (drafter, tokens, _, count), row in zip(wanted, rows, strict=True)]
@@ -231,9 +251,11 @@ class DraftRunner:
             next_going = []
             n = 0
             picks = self._pick([row for *_, row in going])
-            for (drafter, length, count, _), token in zip(going, picks, strict=True):
-                if token is None:
+            anyone_sure = equal and any(pick is not None and pick[1] for pick in picks)
+            for (drafter, length, count, _), pick in zip(going, picks, strict=True):
+                if pick is None or not (pick[1] or anyone_sure):
                     continue
+                token = pick[0]
                 draft = drafts[id(drafter)]
                 draft.append(token)
                 if len(draft) < count:
@@ -293,9 +315,10 @@ class DraftRunner:
             llama_cpp.llama_memory_seq_rm(self._memory, drafter.slot.id, -1, -1)
             self._cached[drafter.slot.id].clear()
 
-    def _pick(self, outputs: list[int]) -> list[int | None]:
-        """The draft's most likely token at each of the last decode's `outputs` (logits rows),
-        or None where it is not sure enough (or the output is -1: none).
+    def _pick(self, outputs: list[int]) -> list[tuple[int, bool] | None]:
+        """The draft's most likely token at each of the last decode's `outputs` (logits rows) and
+        whether it is sure enough of it; None where the output is -1 (none) or the token is one
+        the target does not have.
 
         Sure enough: the top token's probability, 1 / sum(exp(logit - top logit)), is at least
         P_MIN. Only logits within TAIL_CUT of the top enter the sum (the rest add at most
@@ -303,7 +326,7 @@ class DraftRunner:
         token is drafted, never what the output is), so a row costs an argmax and a comparison
         over the vocabulary instead of an exp over it: on a GPU, where the draft's decode is
         short, the exp was the largest part of the host's time per step."""
-        picks: list[int | None] = [None] * len(outputs)
+        picks: list[tuple[int, bool] | None] = [None] * len(outputs)
         wanted = [i for i, output in enumerate(outputs) if output >= 0]
         if not wanted:
             return picks
@@ -319,8 +342,8 @@ class DraftRunner:
         near = self._near[:count]
         np.greater(block, (tops - TAIL_CUT)[:, None], out=near)
         for index, (i, token, top) in enumerate(zip(wanted, tokens.tolist(), tops.tolist(), strict=True)):
-            if token < self._vocab and self._sure(block[index], near[index], top):
-                picks[i] = token
+            if token < self._vocab:
+                picks[i] = (token, self._sure(block[index], near[index], top))
         return picks
 
     def _sure(self, row: np.ndarray, near: np.ndarray, top: float) -> bool:

@@ -29,6 +29,7 @@ import llama_cpp
 from backends.adapters import AdapterTurns
 from backends.compaction import Compactor
 from backends.draft_model import DraftRunner
+from backends.draft_payoff import DraftPayoff
 from backends.embedding_queue import EmbeddingOptions, EmbeddingQueue
 from backends.image_prefill import ImageDecodeError, ImagePrefill, next_image
 from backends.jobs import (
@@ -103,6 +104,7 @@ class EngineOptions:
     saved_prompts: StoreOptions | None = None  # keep the slots' caches on disk across restarts
     cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.settings.CACHE_TYPES`)
     auto_draft: bool = True  # draft by prompt lookup when a request gives no prediction
+    draft_model_always: bool = False  # draft with the draft model at every step, paying or not (`DraftPayoff`)
 
 
 @dataclass(frozen=True)
@@ -125,6 +127,8 @@ class Engine:
         self._drafts = None if draft is None else DraftRunner(
             draft, n_ctx=self._pool.n_ctx, parallel=options.parallel, batch_size=options.batch_size,
             threads=options.threads, target_vocab=model.n_vocab)
+        self._payoff = None if draft is None else DraftPayoff(always=options.draft_model_always, name=model.path.name)
+        self._model_drafting = False  # this step drafts with the draft model
         self._ctx, self._memory = self._pool.ctx, self._pool.memory
         self.ctx_size = self._pool.share  # a request's window unless it needs more (see KvPool)
         self.request_limit = self._pool.request_limit
@@ -475,13 +479,16 @@ class Engine:
     def _step(self) -> None:
         self._steps += 1
         sequences = self._adapters.turn(self._active, self._ctx)  # one adapter set a step
-        if any(seq.images for seq in sequences):  # at most one image a step, before the tokens
+        imaged = any(seq.images for seq in sequences)
+        if imaged:  # at most one image a step, before the tokens
             self._images = self._images or ImagePrefill(self._ctx, self.model.handle, self.options.batch_size)
             failed = self._images.feed(sorted(sequences, key=lambda seq: seq.slot.id))
             if failed is not None:
                 self._clear(failed.slot)
                 self._fail(failed.handle, ImageDecodeError(self.options.batch_size))
                 sequences = [seq for seq in sequences if seq in self._active]
+        step_started = time.perf_counter()
+        generated = sum(seq.generated for seq in sequences) if self._payoff is not None else 0
         rows, prefill = self._fill_batch(sequences)
         self.threads.before_step(prefill=prefill)
         # Handing the last step's events over right before decoding: the notifier thread and
@@ -494,6 +501,9 @@ class Engine:
             self.threads.after_step(elapsed, rows=rows, prefill=prefill)
             self._prefill_budget.observe(elapsed, decoding=self._decoding, prefilled=self._prefilled, rows=rows)
             self._sample(sequences)
+            if self._payoff is not None and self._decoding and not self._prefilled and not imaged:
+                generated = sum(seq.generated for seq in sequences) - generated
+                self._payoff.observe(self._decoding, self._model_drafting, generated, time.perf_counter() - step_started)
         else:
             self._decode_one_by_one(sequences, status)
 
@@ -513,8 +523,10 @@ class Engine:
         prompt_room = 0 if deep and not self._prefill_turn else self._prefill_budget.tokens(self._decoding, room)
         rows, prefill, self._prefilled = 0, False, 0
         self._prompt_rows.clear()
+        self._model_drafting = False
         if self._drafts is not None and not self._prefill_turn:
-            self._drafts.prepare_for(sequences, room)
+            self._model_drafting = self._payoff is not None and self._payoff.drafting(self._decoding)
+            self._drafts.prepare_for(sequences, room, model=self._model_drafting, equal=not self._pool.unified)
         for seq in sorted(sequences, key=lambda seq: seq.slot.id):
             seq.mark = (len(seq.slot.tokens), seq.fed)
             if not seq.prefilling:

@@ -23,14 +23,15 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.vision import Projector
+from tests.servers import engine_threads
 
 
 @contextmanager
 def projector_engine(text_path: Path, projector_path: Path) -> Iterator[tuple[LlamaModel, Projector, Engine, Path]]:
     """The model, its projector, an engine of two slots over it, and the projector's path."""
     model = LlamaModel(text_path, ModelOptions())
-    projector = Projector(model, projector_path, threads=2)
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    projector = Projector(model, projector_path, threads=engine_threads())
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=engine_threads()))
     try:
         yield model, projector, engine, projector_path
     finally:

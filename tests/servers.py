@@ -72,7 +72,7 @@ class OutputReader:
         self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
         self._thread.start()
 
-    def _read(self, stream) -> None:  # noqa: ANN001
+    def _read(self, stream) -> None:
         for line in stream:
             with self._changed:
                 self.lines.append(line)
@@ -139,6 +139,14 @@ def _cores_per_worker() -> int | None:
     189 and 202 s)."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     return max(1, physical_cores() // workers) if workers > 1 else None
+
+
+def engine_threads() -> int:
+    """Threads for an engine or projector a test runs in its own process: the worker's share of
+    the cores, as its servers get (2 outside pytest-xdist). Two-thread engines beside the other
+    worker's servers, with OpenMP's passive waiting (tests/conftest.py), decoded a token 3-4x
+    slower than one-thread ones."""
+    return _cores_per_worker() or 2
 
 
 def start_server(*args: str, env: Mapping[str, str | None] | None = None, timeout: float = 90.0) -> RunningServer:

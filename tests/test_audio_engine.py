@@ -29,6 +29,7 @@ from tests.audio_oracle import reference_answer
 from tests.built import tiny_audio, tiny_vlm
 from tests.fixtures.make_tiny_audio import AUDIO_TOKENS
 from tests.multimodal_runs import engine_greedy, projector_engine
+from tests.servers import engine_threads
 from tests.sounds import encoded, speech, tone_wav
 
 HEAD = "<|im_start|>user\nWhat was said? "
@@ -78,7 +79,7 @@ def test_the_projector_reads_audio_and_not_images(audio_model) -> None:
 
 def test_a_vision_projector_takes_no_audio(audio_model) -> None:
     model = audio_model[0]
-    vision_only = Projector(model, tiny_vlm()[1], threads=2)
+    vision_only = Projector(model, tiny_vlm()[1], threads=engine_threads())
     try:
         assert vision_only.vision and not vision_only.audio
         with pytest.raises(ImageError, match="takes no audio"):
@@ -104,7 +105,7 @@ def test_a_chunk_longer_than_a_batch_is_decoded_in_pieces(audio_model) -> None:
     model, projector, _, projector_path = audio_model
     expected, expected_top = _reference_text(model, projector_path, speech(), n_batch=32)  # llama.cpp's pieces
     prompt = _prompt(model, projector.encode_audio(speech(), audio_samples))
-    small = Engine(model, EngineOptions(ctx_size=512, parallel=1, threads=2, batch_size=32))  # 75 rows: 3 pieces
+    small = Engine(model, EngineOptions(ctx_size=512, parallel=1, threads=engine_threads(), batch_size=32))  # 75 rows: 3 pieces
     try:
         text, top, _ = engine_greedy(small, prompt)
     finally:

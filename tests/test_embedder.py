@@ -10,6 +10,7 @@ from backends.embedder import EmbeddingContext, EmbeddingError, Pooling, model_p
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from tests.embedding_model import minilm_gguf, reference_embedding, reference_tokens
+from tests.servers import engine_threads
 
 TEXTS = ["A man is playing a guitar.", "Fireside runs GGUF models on the computer you already own.",
          "The weather in Paris is sunny today.", "Héllo, wörld!"]
@@ -18,7 +19,7 @@ TEXTS = ["A man is playing a guitar.", "Fireside runs GGUF models on the compute
 @pytest.fixture(scope="module")
 def minilm():
     model = LlamaModel(minilm_gguf(), ModelOptions())
-    context = EmbeddingContext(model, ctx_size=512, threads=2, max_inputs=2)
+    context = EmbeddingContext(model, ctx_size=512, threads=engine_threads(), max_inputs=2)
     yield model, context
     context.close()
     model.close()
@@ -27,7 +28,7 @@ def minilm():
 @pytest.fixture(scope="module")
 def smol():
     model = LlamaModel(default_model_path(), ModelOptions())
-    context = EmbeddingContext(model, ctx_size=256, threads=2)
+    context = EmbeddingContext(model, ctx_size=256, threads=engine_threads())
     yield model, context
     context.close()
     model.close()
@@ -76,7 +77,7 @@ def test_last_token_pooling_reads_the_last_position(smol) -> None:
 def test_inputs_the_context_cannot_take_are_refused_with_numbers(minilm) -> None:
     model, context = minilm
     with pytest.raises(ValueError, match="must divide"):  # llama.cpp would abort the process
-        EmbeddingContext(model, ctx_size=512, threads=2, max_inputs=3)
+        EmbeddingContext(model, ctx_size=512, threads=engine_threads(), max_inputs=3)
     with pytest.raises(EmbeddingError, match="empty"):
         context.batches([[101, 102], []])
     with pytest.raises(EmbeddingError, match="600 tokens; this model embeds at most 512"):
@@ -99,7 +100,7 @@ def _engine_embed(model: LlamaModel, job_inputs: tuple[tuple[int, ...], ...], *,
         SamplingParams,
     )
 
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=engine_threads()))
 
     async def run() -> tuple[dict[int, np.ndarray], list[str], int]:
         jobs = [engine.submit(EmbeddingJob(job_inputs))]

@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from tests.conftest import start_server, stop_server
+from tests.servers import engine_threads
 from tests.test_completions import sse_events
 
 LONG_PROMPT = ("The lighthouse keeper climbed the spiral stairs every evening at dusk, carrying a lantern, "
@@ -170,7 +171,7 @@ def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchang
     from backends.llama_model import LlamaModel, ModelOptions
 
     model = LlamaModel(model_path, ModelOptions())
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=4, threads=2))
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=4, threads=engine_threads()))
     greedy = SamplingParams(temperature=0, ignore_eos=True)
 
     def job(text: str, tokens: int) -> GenerationJob:
@@ -218,7 +219,7 @@ def test_a_job_larger_than_the_pool_is_refused_at_once_and_never_blocks_the_queu
     from backends.llama_model import LlamaModel, ModelOptions
 
     model = LlamaModel(model_path, ModelOptions())
-    engine = Engine(model, EngineOptions(ctx_size=64, parallel=2, threads=2))
+    engine = Engine(model, EngineOptions(ctx_size=64, parallel=2, threads=engine_threads()))
     prompt = tuple(model.tokenize("word " * 100, add_special=True, parse_special=False))
     greedy = SamplingParams(temperature=0, ignore_eos=True)
 

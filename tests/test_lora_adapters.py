@@ -19,6 +19,7 @@ from backends.adapters import BARE, AdapterError, AdapterSet, LoraAdapter, apply
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.registry import default_model_path
 from tests.fixtures.make_tiny_lora import ALPHA, write_adapter
+from tests.servers import engine_threads
 
 PROMPT = "<|im_start|>user\nName three fruits.<|im_end|>\n<|im_start|>assistant\n"
 TOKENS = 12
@@ -140,7 +141,7 @@ def test_the_engine_batches_by_adapter_set_and_never_mixes_them(base: LlamaModel
 
     one, two = LoraAdapter(base, adapters["one"]), LoraAdapter(base, adapters["two"])
     sets = {"base": None, "one": AdapterSet(((one, 1.0),)), "two": AdapterSet(((two, 1.0),))}
-    engine = Engine(base, EngineOptions(ctx_size=1024, parallel=4, threads=2))
+    engine = Engine(base, EngineOptions(ctx_size=1024, parallel=4, threads=engine_threads()))
     prompt = tuple(base.tokenize(PROMPT, add_special=True, parse_special=True))
     greedy_params = SamplingParams(temperature=0, ignore_eos=True)
 

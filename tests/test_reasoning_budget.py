@@ -17,12 +17,13 @@ from backends.jobs import (
 )
 from backends.llama_model import LlamaModel, ModelOptions
 from backends.reasoning_budget import BudgetTracker, ReasoningBudget
+from tests.servers import engine_threads
 
 
 @pytest.fixture(scope="module")
 def engine(model_path):
     model = LlamaModel(model_path, ModelOptions())
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=engine_threads()))
     yield engine
     engine.close()
     model.close()

@@ -30,14 +30,15 @@ from backends.vision import Projector
 from tests.built import tiny_vlm
 from tests.fixtures.make_tiny_vlm import IMAGE_TOKENS
 from tests.images import noise, png
+from tests.servers import engine_threads
 
 
 @pytest.fixture(scope="module")
 def vlm():
     _, projector_path = tiny_vlm()
     model = LlamaModel(default_model_path(), ModelOptions())
-    projector = Projector(model, projector_path, threads=2)
-    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=2))
+    projector = Projector(model, projector_path, threads=engine_threads())
+    engine = Engine(model, EngineOptions(ctx_size=512, parallel=2, threads=engine_threads()))
     yield model, projector, engine
     engine.close()
     projector.close()

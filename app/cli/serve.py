@@ -87,6 +87,9 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--draft-model", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="a smaller model of the same vocabulary that drafts tokens for the --model before it; "
                             "the model checks them in its batched step and keeps what it would have chosen anyway")
+    serve.add_argument("--draft-model-always", action="store_true",
+                       help="draft with every --draft-model at every step; by default the steps are timed and a "
+                            "draft model rests where it makes decoding slower than without it (per number of streams)")
     serve.add_argument("--mmproj", action=ForLastModel, type=Path, default=[], metavar="FILE",
                        help="the multimodal projector (mmproj GGUF) of the --model before it: it reads images")
     serve.add_argument("--allow-private-media-urls", action="store_true",

@@ -151,7 +151,7 @@ def engine_options(args: argparse.Namespace, prompt_cache_bytes: int = 0) -> Eng
     return EngineOptions(
         ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
         threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
-        auto_draft=args.draft == "auto", saved_prompts=saved,
+        auto_draft=args.draft == "auto", draft_model_always=args.draft_model_always, saved_prompts=saved,
     )
 
 

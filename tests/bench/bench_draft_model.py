@@ -1,6 +1,6 @@
 """Draft models in the engine, without HTTP: decode speed with a draft against without, in one run.
 
-    .venv/bin/python tests/bench/bench_draft_model.py [--tokens N] [--rounds R] [--streams 1 4]
+    .venv/bin/python tests/bench/bench_draft_model.py [--tokens N] [--rounds R] [--streams 1 4] [--always]
 
 The default model, greedy, `ignore_eos`, prompt-lookup drafts off. Three engines take turns,
 round after round (this machine is shared and noisy: each ratio compares runs side by side):
@@ -12,6 +12,8 @@ round after round (this machine is shared and noisy: each ratio compares runs si
   draft costs what the model costs, and checking k drafted tokens costs a (k + 1)-row step, which
   on a CPU is nearly k + 1 single steps. On a GPU a (k + 1)-row step costs about one, and a draft
   10-50x smaller than its model costs a few percent of a step: that is where drafts pay.
+A draft that does not pay rests (`backends.draft_payoff`); `--always` adds each draft drafting at
+every step (`--draft-model-always`), what it costs when it runs.
 Reported: tokens/s from submission to the last token, summed over the streams, each as a ratio to
 the baseline's median, and the drafted tokens and the share the output kept.
 """
@@ -24,6 +26,7 @@ import statistics
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,6 +74,9 @@ def main() -> int:
     parser.add_argument("--draft", action="append", default=[], metavar="NAME=FILE",
                         help="drafts to measure (default, for the default model: cut=its 2-block cut, exact=itself)")
     parser.add_argument("--gpu-layers", type=int, default=0)
+    parser.add_argument("--always", action="store_true",
+                        help="also each draft drafting at every step (`--draft-model-always`), beside the default "
+                             "that rests where the draft does not pay")
     args = parser.parse_args()
     folder = tempfile.TemporaryDirectory()
     path = args.model or default_model_path()
@@ -79,10 +85,14 @@ def main() -> int:
     else:
         files = {"cut": write_cut_draft(path, Path(folder.name) / "cut.gguf"), "exact": path}
     options = ModelOptions(gpu_layers=args.gpu_layers)
+    if args.always:
+        files.update({f"{name}-always": file for name, file in list(files.items())})
     models = {name: LlamaModel(path, options) for name in ("none", *files)}
     drafts = {"none": None, **{name: LlamaModel(file, options) for name, file in files.items()}}
     engine_options = EngineOptions(ctx_size=1024, parallel=max(args.streams), threads=args.threads, auto_draft=False)
-    engines = {name: Engine(models[name], engine_options, drafts[name]) for name in models}
+    always = replace(engine_options, draft_model_always=True)
+    engines = {name: Engine(models[name], always if name.endswith("-always") else engine_options, drafts[name])
+               for name in models}
     try:
         for streams in args.streams:
             speeds: dict[str, list[float]] = {name: [] for name in engines}
@@ -99,7 +109,7 @@ def main() -> int:
             for name in engines:
                 drafted, kept = counts[name]
                 accepted = f", drafted {drafted}, kept {kept / drafted:.0%}" if drafted else ""
-                print(f"{streams} stream(s), {name:7}: {statistics.median(speeds[name]):6.1f} tokens/s, "
+                print(f"{streams} stream(s), {name:12}: {statistics.median(speeds[name]):6.1f} tokens/s, "
                       f"{statistics.median(speeds[name]) / base:.2f}x{accepted}", flush=True)
     finally:
         for engine in engines.values():
