@@ -3,14 +3,15 @@
 A draft pays where checking k drafted tokens costs less than the k steps it saves, and that
 depends on the hardware, the pair and how many streams decode: on a GPU a step of a few rows costs
 about what a step of one does, on a CPU nearly one row's work per row; drafting for four streams
-makes wider steps than for one, and a step over streams of unequal lengths takes llama.cpp
-several passes of the weights. `ModelDrafter` follows acceptance (draft length, cool-down); this
+makes wider steps than for one. `ModelDrafter` follows acceptance (draft length, cool-down); this
 follows time. For each number of decoding streams it measures the tokens per second of steps with
-the draft model (in trials of `TRIAL` steps) against steps without it (`BASELINE` steps before the
-first trial, again every `REFRESH` drafting steps, and every step while drafting is off); a trial
-slower than the steps without turns the draft model off there for `MIN_OFF` steps, twice as long
-after each trial in a row that did not pay (up to `MAX_OFF`), then tries again. So a pairing that
-does not pay here costs a trial now and then: never much slower than no draft.
+the draft model (a trial: `TRIAL` steps, judged after `EARLY` when far behind) against steps
+without it (`BASELINE` steps before the first trial, again every `REFRESH` drafting steps, and
+every step while drafting is off). A trial slower than the steps without makes the draft model
+rest there: long enough that the time the trial lost is at most `TRIAL_SHARE` of the time
+until the next (at least `MIN_OFF` steps, twice as many after each failed trial in a row, at
+most `MAX_OFF`). So a pairing that does not pay here costs about that share: never much slower
+than no draft.
 
 Only steps in which every stream decodes are measured (a prompt's prefill or an image would make
 a step slower whatever the draft does).
@@ -24,9 +25,12 @@ log = logging.getLogger("fireside.engine")
 
 BASELINE = 4  # steps without drafts measured before a trial
 TRIAL = 16  # steps with drafts measured before they are judged
+EARLY = 4  # steps after which a trial far behind (under EARLY_GAIN) is judged at once
+EARLY_GAIN = 0.75
 REFRESH = 256  # drafting steps after which the steps without are measured again
 MIN_OFF = 64  # steps the draft model rests after a trial that did not pay
 MAX_OFF = 4096
+TRIAL_SHARE = 0.05  # of the time, at most, that failed trials lose
 DECAY = 0.9  # of the earlier steps without drafts in their running measure, per step
 
 
@@ -88,13 +92,17 @@ class DraftPayoff:
             return
         state.trial.add(tokens, seconds)
         state.since_baseline += 1
-        if state.trial.steps < TRIAL:
+        trial, plain_rate = state.trial, state.plain.rate
+        gain = trial.rate / plain_rate if plain_rate > 0 else 1.0
+        if trial.steps < TRIAL and not (trial.steps >= EARLY and gain < EARLY_GAIN):
             return
-        gain = state.trial.rate / state.plain.rate if state.plain.rate > 0 else 1.0
         state.trial = _Measure()
         if gain < 1.0:
             state.failures += 1
-            state.rest = min(MAX_OFF, MIN_OFF << (state.failures - 1))
+            # the seconds the trial lost against decoding its tokens without drafts, as steps without
+            lost = trial.seconds - trial.tokens / plain_rate
+            plain_step = streams / plain_rate
+            state.rest = min(MAX_OFF, max(MIN_OFF << (state.failures - 1), round(lost / (TRIAL_SHARE * plain_step))))
             log.info("%s: the draft model rests %d steps at %d streams: %.2fx the speed without it",
                      self._name, state.rest, streams, gain)
         else:

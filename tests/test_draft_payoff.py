@@ -14,52 +14,70 @@ from pathlib import Path
 
 from backends.draft_payoff import (
     BASELINE,
+    EARLY,
     MAX_OFF,
     MIN_OFF,
     REFRESH,
     TRIAL,
+    TRIAL_SHARE,
     DraftPayoff,
 )
 from tests.servers import engine_threads
 
 
-def run_steps(payoff: DraftPayoff, streams: int, steps: int, *, plain: float, drafted: float) -> int:
+def run_steps(payoff: DraftPayoff, streams: int, steps: int, *, plain: float, drafted: float) -> tuple[int, float]:
     """`steps` steps at `streams` streams, each giving `streams` tokens in `plain` seconds without
-    the draft model or in `drafted` seconds with it; returns how many drafted."""
-    count = 0
+    the draft model or in `drafted` seconds with it; returns how many drafted, and the seconds."""
+    count, seconds = 0, 0.0
     for _ in range(steps):
         drafting = payoff.drafting(streams)
         count += drafting
+        seconds += drafted if drafting else plain
         payoff.observe(streams, drafting, streams, drafted if drafting else plain)
-    return count
+    return count, seconds
 
 
 def test_steps_without_drafts_are_measured_before_the_first_trial() -> None:
     payoff = DraftPayoff()
     assert not payoff.drafting(1)
-    assert run_steps(payoff, 1, BASELINE, plain=0.01, drafted=0.005) == 0
+    assert run_steps(payoff, 1, BASELINE, plain=0.01, drafted=0.005)[0] == 0
     assert payoff.drafting(1)
 
 
 def test_a_draft_that_pays_keeps_drafting_and_the_baseline_is_measured_again() -> None:
     payoff = DraftPayoff()
     run_steps(payoff, 1, BASELINE, plain=0.01, drafted=0.005)
-    drafted = run_steps(payoff, 1, REFRESH + BASELINE + 100, plain=0.01, drafted=0.005)
+    drafted, _ = run_steps(payoff, 1, REFRESH + BASELINE + 100, plain=0.01, drafted=0.005)
     assert drafted == REFRESH + 100  # every step but the baseline measured afresh after REFRESH
 
 
-def test_a_draft_that_does_not_pay_rests_longer_after_each_trial_that_fails() -> None:
+def test_a_trial_far_behind_is_judged_early_and_a_close_one_in_full() -> None:
+    for drafted_seconds, trial in ((0.02, EARLY), (0.011, TRIAL)):
+        payoff = DraftPayoff()
+        run_steps(payoff, 4, BASELINE, plain=0.01, drafted=drafted_seconds)
+        assert run_steps(payoff, 4, TRIAL + 1, plain=0.01, drafted=drafted_seconds)[0] == trial
+        assert not payoff.drafting(4)
+
+
+def test_failed_trials_rest_longer_each_time_up_to_the_most() -> None:
     payoff = DraftPayoff()
-    run_steps(payoff, 4, BASELINE, plain=0.01, drafted=0.02)
-    assert run_steps(payoff, 4, TRIAL, plain=0.01, drafted=0.02) == TRIAL
-    assert not payoff.drafting(4)
-    assert run_steps(payoff, 4, MIN_OFF, plain=0.01, drafted=0.02) == 0  # it rests MIN_OFF steps
-    assert run_steps(payoff, 4, TRIAL, plain=0.01, drafted=0.02) == TRIAL  # then a second trial fails
-    assert run_steps(payoff, 4, 2 * MIN_OFF, plain=0.01, drafted=0.02) == 0  # twice as long
+    run_steps(payoff, 4, BASELINE + TRIAL, plain=0.01, drafted=0.011)  # a mild loss: the shortest rest
+    assert run_steps(payoff, 4, MIN_OFF, plain=0.01, drafted=0.011)[0] == 0
     assert payoff.drafting(4)
-    # however long it goes on, the trials cost at most one in MAX_OFF / TRIAL steps at the end
-    drafted = run_steps(payoff, 4, 40 * MAX_OFF, plain=0.01, drafted=0.02)
-    assert drafted <= TRIAL * (40 * MAX_OFF // MAX_OFF + 8)
+    run_steps(payoff, 4, TRIAL, plain=0.01, drafted=0.011)  # a second failure in a row: twice as long
+    assert run_steps(payoff, 4, 2 * MIN_OFF, plain=0.01, drafted=0.011)[0] == 0
+    assert payoff.drafting(4)
+    run_steps(payoff, 4, 40 * MAX_OFF, plain=0.01, drafted=0.011)
+    assert not payoff.drafting(4)
+    assert run_steps(payoff, 4, MAX_OFF, plain=0.01, drafted=0.011)[0] <= TRIAL  # never more than MAX_OFF
+
+
+def test_a_draft_that_does_not_pay_costs_at_most_its_share_of_the_time() -> None:
+    steps = 20 * MAX_OFF
+    for drafted_seconds in (0.011, 0.02, 0.05, 0.2):  # 0.91x down to 0.05x of the speed without
+        payoff = DraftPayoff()
+        _, seconds = run_steps(payoff, 4, steps, plain=0.01, drafted=drafted_seconds)
+        assert seconds <= steps * 0.01 * (1 + TRIAL_SHARE), drafted_seconds
 
 
 def test_each_number_of_streams_is_judged_on_its_own() -> None:
@@ -71,15 +89,15 @@ def test_each_number_of_streams_is_judged_on_its_own() -> None:
 
 def test_a_draft_that_pays_again_is_back_after_its_rest() -> None:
     payoff = DraftPayoff()
-    run_steps(payoff, 2, BASELINE + TRIAL, plain=0.01, drafted=0.02)
+    run_steps(payoff, 2, BASELINE + TRIAL, plain=0.01, drafted=0.011)
     assert not payoff.drafting(2)
-    run_steps(payoff, 2, MIN_OFF, plain=0.01, drafted=0.02)
-    assert run_steps(payoff, 2, 10 * TRIAL, plain=0.01, drafted=0.004) == 10 * TRIAL
+    run_steps(payoff, 2, MIN_OFF, plain=0.01, drafted=0.011)
+    assert run_steps(payoff, 2, 10 * TRIAL, plain=0.01, drafted=0.004)[0] == 10 * TRIAL
 
 
 def test_always_drafts_and_measures_nothing() -> None:
     payoff = DraftPayoff(always=True)
-    assert run_steps(payoff, 4, 1000, plain=0.01, drafted=1.0) == 1000
+    assert run_steps(payoff, 4, 1000, plain=0.01, drafted=1.0)[0] == 1000
 
 
 def test_on_this_cpu_an_exact_copy_rests_and_the_answer_is_unchanged(model_path: Path, caplog) -> None:
@@ -96,7 +114,7 @@ def test_on_this_cpu_an_exact_copy_rests_and_the_answer_is_unchanged(model_path:
     model = LlamaModel(model_path, ModelOptions())
     prompt = tuple(model.tokenize("<|im_start|>user\nWrite a story about a lighthouse.<|im_end|>\n"
                                   "<|im_start|>assistant\n", add_special=False, parse_special=True))
-    # the baseline's steps, then a trial of 16 steps whose drafts start at 4 tokens: about 90 tokens
+    # the baseline's steps, then a trial (judged after 4 to 16 steps, drafts of 4 tokens and more)
     tokens = 120
 
     def answer(engine: Engine) -> tuple[list[int], int]:
