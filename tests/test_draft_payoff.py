@@ -139,9 +139,10 @@ def test_on_this_cpu_an_exact_copy_rests_and_the_answer_is_unchanged(model_path:
     model.close()
     assert drafted_answer == plain
     # A draft costing the model's own step per drafted token loses its trial here (0.3-0.4x
-    # measured): it rests after its first.
+    # measured): it rests after its first. (Its trial may draft nothing: where the draft is unsure
+    # of every first token it proposes none, but it has run a decode a step to know.)
     assert [record.getMessage() for record in caplog.records if "the draft model rests" in record.getMessage()]
-    assert drafted > 0
+    assert drafted < tokens // 2
 
 
 def test_streams_in_a_split_cache_draft_as_many_tokens_each(model_path: Path) -> None:
