@@ -33,7 +33,7 @@ PROMPTS = [
     "<|im_start|>user\nExplain what a hash map is.<|im_end|>\n<|im_start|>assistant\n",
     "<|im_start|>user\nCount from one to twenty in words.<|im_end|>\n<|im_start|>assistant\n",
 ]
-TOKENS = 64
+TOKENS = 48
 
 
 @pytest.fixture(scope="module")

@@ -40,7 +40,7 @@ from schemathesis.specs.openapi.checks import response_schema_conformance
 from app.server.openapi import openapi_document
 from tests.conftest import POOL, SPEC_DIR, TWO_SLOTS, RunningServer
 
-MAX_EXAMPLES = 25  # per operation, fuzzing phase (the coverage phase adds each field's edges)
+MAX_EXAMPLES = 15  # per operation, fuzzing phase (the coverage phase adds each field's edges)
 REQUEST_TIMEOUT = 30.0  # seconds per request
 MAX_N = 2
 MAX_TOKENS = 4  # a few tokens show the shape of an answer; each costs a decode step
