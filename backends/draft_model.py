@@ -50,6 +50,8 @@ FIRST_DRAFT = 4
 # CPU nearly a token's decode): not proposed.
 MIN_MODEL_DRAFT = 2
 MAX_MODEL_COOLDOWN = 64  # steps: a useless draft costs a draft and a checked row about this seldom
+ACCEPTANCE_DECAY = 0.8  # of a stream's earlier drafts in its acceptance, per draft
+COST_WEIGHT = 0.1  # of each new timing in the draft's cost against a step of the model
 VOCAB_SIZE_SLACK = 128  # llama.cpp's SPEC_VOCAB_MAX_SIZE_DIFFERENCE
 FIRST_CHECKED_TOKEN = 5  # llama.cpp's SPEC_VOCAB_CHECK_START_TOKEN_ID: the first special tokens may differ
 
@@ -89,19 +91,38 @@ class DraftTrust:
     """How the draft model's latest drafts fared, over all streams: the drafts in a row that
     kept nothing, whichever stream they were for. A stream waits after a failed draft as long as
     this streak says, and a new stream starts as cautious (after drafts that kept nothing it
-    waits before its first)."""
+    waits before its first). And what a draft token costs against a step of the model, as
+    measured (`cost`): the longest draft worth making follows from it (`best_length`)."""
 
-    __slots__ = ("failures",)
+    __slots__ = ("cost", "failures")
 
     def __init__(self) -> None:
         self.failures = 0  # drafts in a row that kept nothing
+        self.cost = 0.0  # seconds of one draft decode / seconds of one step of the model (0: not measured yet)
+
+
+def best_length(acceptance: float, cost: float) -> int:
+    """The draft length that gives the most tokens per second, for a draft whose tokens are each
+    kept with probability `acceptance` (while the ones before were) and cost `cost` steps of the
+    model each: k drafted tokens give (1 - a^(k+1)) / (1 - a) tokens (the model's own included) for
+    1 + k * cost steps. Drafts of several tokens cost the model a few rows more in its step: on a
+    GPU next to nothing, on a CPU more (then drafts seldom pay at all, and `DraftPayoff` rests them)."""
+    best, best_rate = MIN_MODEL_DRAFT, 0.0
+    kept, tokens = 1.0, 1.0  # a^k and the tokens k drafted give
+    for k in range(1, MAX_MODEL_DRAFT + 1):
+        kept *= acceptance
+        tokens += kept
+        rate = tokens / (1.0 + k * cost)
+        if k >= MIN_MODEL_DRAFT and rate > best_rate:
+            best, best_rate = k, rate
+    return best
 
 
 class ModelDrafter:
     """One stream's drafts: what the shared `DraftRunner` prepared for it this step, or the
     prompt lookup's when that has one."""
 
-    __slots__ = ("_lookup", "_ready", "_size", "_source", "_trust", "_wait", "matched", "slot")
+    __slots__ = ("_kept", "_lookup", "_lost", "_ready", "_size", "_source", "_trust", "_wait", "matched", "slot")
 
     def __init__(self, slot: Slot, lookup: LookupDrafter | None, trust: DraftTrust | None = None):
         self.slot = slot
@@ -112,6 +133,7 @@ class ModelDrafter:
         self._trust = trust if trust is not None else DraftTrust()
         self._wait = _cooldown(self._trust.failures)
         self.matched = 0  # drafted tokens the output kept (ChoiceFinished.draft_accepted)
+        self._kept, self._lost = 0.0, 0.0  # drafted tokens kept, and drafts cut short, recent ones weighing most
 
     @staticmethod
     def allowed(decoding: int, prefilling: int) -> bool:
@@ -148,10 +170,16 @@ class ModelDrafter:
         if self._source is not None:
             self._source.settle(drafted, accepted)
             return
+        # each drafted token kept (while the ones before were) or the one lost: a geometric
+        # trial per token, with the recent drafts weighing most
+        self._kept = self._kept * ACCEPTANCE_DECAY + accepted
+        self._lost = self._lost * ACCEPTANCE_DECAY + (accepted < drafted)
         if accepted == drafted:
             self._size = min(self._size * 2, MAX_MODEL_DRAFT)
         else:
             self._size = max(MIN_MODEL_DRAFT, accepted + 1)
+        if self._trust.cost > 0:  # no longer than pays for what a draft token costs here
+            self._size = min(self._size, best_length(self._kept / (self._kept + self._lost), self._trust.cost))
         # One streak for all streams: eight streams failing together are eight failures. A draft
         # that kept less than half its tokens failed: its checked rows cost more than they gave.
         self._trust.failures = 0 if 2 * accepted >= drafted else self._trust.failures + 1
@@ -205,6 +233,7 @@ class DraftRunner:
         self._near = np.empty((parallel, draft.n_vocab), dtype=np.bool_)  # which logits are near each row's top
         self._scratch = np.empty(draft.n_vocab, dtype=np.float32)  # one flat row's exp
         self.trust = DraftTrust()  # shared by the streams' drafters
+        self.longest = 0  # the longest draft the last `prepare` made
 
     def set_threads(self, threads: int) -> None:
         llama_cpp.llama_set_n_threads(self._ctx, threads, threads)
@@ -235,6 +264,7 @@ class DraftRunner:
         streams in passes of an equal number of rows per stream: drafts of three lengths would
         cost the target three passes over its weights for one step, and on a GPU a pass costs about
         a whole step while a few more rows cost next to nothing."""
+        self.longest = 0
         wanted = [(drafter, tokens, fed, count) for drafter, tokens, fed, count, _ in streams
                   if count > 0 and len(tokens) + 1 + count < self._n_ctx]
         if not wanted:
@@ -273,7 +303,9 @@ class DraftRunner:
             going = next_going
         for drafter, *_ in wanted:
             draft = drafts[id(drafter)]
-            drafter.prepared(tuple(draft) if len(draft) >= MIN_MODEL_DRAFT else ())
+            if len(draft) >= MIN_MODEL_DRAFT:
+                drafter.prepared(tuple(draft))
+                self.longest = max(self.longest, len(draft))
 
     def _catch_up(self, wanted: list[tuple[ModelDrafter, list[int], int, int]]) -> list[int]:
         """Feed each stream's tokens past what the draft's cache holds of them (at least the fed

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import logging
 
+from backends.draft_model import COST_WEIGHT, DraftTrust
+
 log = logging.getLogger("fireside.engine")
 
 BASELINE = 4  # steps without drafts measured before a trial
@@ -55,9 +57,10 @@ class _Measure:
 class _Streams:
     """The measures at one number of decoding streams."""
 
-    __slots__ = ("failures", "plain", "rest", "since_baseline", "trial")
+    __slots__ = ("cost", "failures", "plain", "rest", "since_baseline", "trial")
 
     def __init__(self) -> None:
+        self.cost = 0.0  # what a drafted token adds to a step, in steps without drafts (0: not measured)
         self.plain = _Measure()  # steps without drafts (recent ones weigh most)
         self.trial = _Measure()  # the current trial's steps with drafts
         self.rest = 0  # steps the draft model still rests
@@ -66,7 +69,8 @@ class _Streams:
 
 
 class DraftPayoff:
-    def __init__(self, *, always: bool = False, name: str = ""):
+    def __init__(self, trust: DraftTrust, *, always: bool = False, name: str = ""):
+        self._trust = trust  # told what a drafted token costs (`DraftTrust.cost`), for the draft lengths
         self._always = always  # `--draft-model-always`: no measuring, the draft model runs every step
         self._name = name
         self._streams: dict[int, _Streams] = {}
@@ -78,9 +82,9 @@ class DraftPayoff:
         state = self._streams.get(streams)
         return state is not None and not state.rest and state.plain.steps >= BASELINE
 
-    def observe(self, streams: int, drafted: bool, tokens: int, seconds: float) -> None:
+    def observe(self, streams: int, drafted: bool, tokens: int, seconds: float, length: int = 0) -> None:
         """A step in which every one of `streams` streams decoded: whether it drafted with the
-        draft model, the tokens it gave and its seconds."""
+        draft model (its longest draft: `length` tokens), the tokens it gave and its seconds."""
         if self._always or seconds <= 0:
             return
         state = self._streams.get(streams)
@@ -90,6 +94,12 @@ class DraftPayoff:
             state.plain.add(tokens, seconds, DECAY)
             state.rest = max(0, state.rest - 1)
             return
+        if length and state.plain.rate > 0:
+            # the draft's decodes, the rows the model checks and the host's work, per drafted token
+            plain_step = streams / state.plain.rate
+            sample = max(0.0, seconds - plain_step) / (length * plain_step)
+            state.cost = sample if not state.cost else state.cost + COST_WEIGHT * (sample - state.cost)
+            self._trust.cost = state.cost
         state.trial.add(tokens, seconds)
         state.since_baseline += 1
         trial, plain_rate = state.trial, state.plain.rate

@@ -127,7 +127,8 @@ class Engine:
         self._drafts = None if draft is None else DraftRunner(
             draft, n_ctx=self._pool.n_ctx, parallel=options.parallel, batch_size=options.batch_size,
             threads=options.threads, target_vocab=model.n_vocab)
-        self._payoff = None if draft is None else DraftPayoff(always=options.draft_model_always, name=model.path.name)
+        self._payoff = None if self._drafts is None else DraftPayoff(
+            self._drafts.trust, always=options.draft_model_always, name=model.path.name)
         self._model_drafting = False  # this step drafts with the draft model
         self._ctx, self._memory = self._pool.ctx, self._pool.memory
         self.ctx_size = self._pool.share  # a request's window unless it needs more (see KvPool)
@@ -503,7 +504,8 @@ class Engine:
             self._sample(sequences)
             if self._payoff is not None and self._decoding and not self._prefilled and not imaged:
                 generated = sum(seq.generated for seq in sequences) - generated
-                self._payoff.observe(self._decoding, self._model_drafting, generated, time.perf_counter() - step_started)
+                self._payoff.observe(self._decoding, self._model_drafting, generated, time.perf_counter() - step_started,
+                                     self._drafts.longest if self._model_drafting else 0)
         else:
             self._decode_one_by_one(sequences, status)
 

@@ -12,6 +12,12 @@ import asyncio
 import logging
 from pathlib import Path
 
+from backends.draft_model import (
+    MAX_MODEL_DRAFT,
+    MIN_MODEL_DRAFT,
+    DraftTrust,
+    best_length,
+)
 from backends.draft_payoff import (
     BASELINE,
     EARLY,
@@ -38,14 +44,14 @@ def run_steps(payoff: DraftPayoff, streams: int, steps: int, *, plain: float, dr
 
 
 def test_steps_without_drafts_are_measured_before_the_first_trial() -> None:
-    payoff = DraftPayoff()
+    payoff = DraftPayoff(DraftTrust())
     assert not payoff.drafting(1)
     assert run_steps(payoff, 1, BASELINE, plain=0.01, drafted=0.005)[0] == 0
     assert payoff.drafting(1)
 
 
 def test_a_draft_that_pays_keeps_drafting_and_the_baseline_is_measured_again() -> None:
-    payoff = DraftPayoff()
+    payoff = DraftPayoff(DraftTrust())
     run_steps(payoff, 1, BASELINE, plain=0.01, drafted=0.005)
     drafted, _ = run_steps(payoff, 1, REFRESH + BASELINE + 100, plain=0.01, drafted=0.005)
     assert drafted == REFRESH + 100  # every step but the baseline measured afresh after REFRESH
@@ -53,14 +59,14 @@ def test_a_draft_that_pays_keeps_drafting_and_the_baseline_is_measured_again() -
 
 def test_a_trial_far_behind_is_judged_early_and_a_close_one_in_full() -> None:
     for drafted_seconds, trial in ((0.02, EARLY), (0.011, TRIAL)):
-        payoff = DraftPayoff()
+        payoff = DraftPayoff(DraftTrust())
         run_steps(payoff, 4, BASELINE, plain=0.01, drafted=drafted_seconds)
         assert run_steps(payoff, 4, TRIAL + 1, plain=0.01, drafted=drafted_seconds)[0] == trial
         assert not payoff.drafting(4)
 
 
 def test_failed_trials_rest_longer_each_time_up_to_the_most() -> None:
-    payoff = DraftPayoff()
+    payoff = DraftPayoff(DraftTrust())
     run_steps(payoff, 4, BASELINE + TRIAL, plain=0.01, drafted=0.011)  # a mild loss: the shortest rest
     assert run_steps(payoff, 4, MIN_OFF, plain=0.01, drafted=0.011)[0] == 0
     assert payoff.drafting(4)
@@ -75,20 +81,20 @@ def test_failed_trials_rest_longer_each_time_up_to_the_most() -> None:
 def test_a_draft_that_does_not_pay_costs_at_most_its_share_of_the_time() -> None:
     steps = 20 * MAX_OFF
     for drafted_seconds in (0.011, 0.02, 0.05, 0.2):  # 0.91x down to 0.05x of the speed without
-        payoff = DraftPayoff()
+        payoff = DraftPayoff(DraftTrust())
         _, seconds = run_steps(payoff, 4, steps, plain=0.01, drafted=drafted_seconds)
         assert seconds <= steps * 0.01 * (1 + TRIAL_SHARE), drafted_seconds
 
 
 def test_each_number_of_streams_is_judged_on_its_own() -> None:
-    payoff = DraftPayoff()
+    payoff = DraftPayoff(DraftTrust())
     for streams, drafted in ((1, 0.006), (4, 0.02)):  # pays at one stream, not at four
         run_steps(payoff, streams, BASELINE + TRIAL, plain=0.01, drafted=drafted)
     assert payoff.drafting(1) and not payoff.drafting(4)
 
 
 def test_a_draft_that_pays_again_is_back_after_its_rest() -> None:
-    payoff = DraftPayoff()
+    payoff = DraftPayoff(DraftTrust())
     run_steps(payoff, 2, BASELINE + TRIAL, plain=0.01, drafted=0.011)
     assert not payoff.drafting(2)
     run_steps(payoff, 2, MIN_OFF, plain=0.01, drafted=0.011)
@@ -96,8 +102,26 @@ def test_a_draft_that_pays_again_is_back_after_its_rest() -> None:
 
 
 def test_always_drafts_and_measures_nothing() -> None:
-    payoff = DraftPayoff(always=True)
+    payoff = DraftPayoff(DraftTrust(), always=True)
     assert run_steps(payoff, 4, 1000, plain=0.01, drafted=1.0)[0] == 1000
+
+
+def test_the_draft_length_follows_what_a_drafted_token_costs() -> None:
+    assert best_length(0.93, 0.0) == MAX_MODEL_DRAFT  # free drafts: as long as they may be
+    assert best_length(1.0, 0.5) == MAX_MODEL_DRAFT  # all kept: each token pays for itself
+    lengths = [best_length(0.93, cost) for cost in (0.02, 0.05, 0.15, 0.4)]
+    assert lengths == sorted(lengths, reverse=True) and MIN_MODEL_DRAFT < lengths[2] < MAX_MODEL_DRAFT
+    assert best_length(0.3, 0.5) == MIN_MODEL_DRAFT  # seldom kept and dear: the shortest
+
+
+def test_the_payoff_measures_what_a_drafted_token_costs() -> None:
+    trust = DraftTrust()
+    payoff = DraftPayoff(trust)
+    run_steps(payoff, 2, BASELINE, plain=0.01, drafted=0.01)
+    assert trust.cost == 0.0  # nothing drafted yet
+    for _ in range(3):  # steps of 8-token drafts, each 0.016 s against 0.01 without: 0.6 / 8 a token
+        payoff.observe(2, True, 10, 0.016, length=8)
+    assert abs(trust.cost - 0.6 / 8) < 1e-9
 
 
 def test_on_this_cpu_an_exact_copy_rests_and_the_answer_is_unchanged(model_path: Path, caplog) -> None:
