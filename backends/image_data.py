@@ -13,6 +13,9 @@ from backends.jobs import ImageTile, PromptImage, image_placeholders
 
 MAX_PIXELS = 64_000_000  # a decoded image larger than this is refused (a decompression bomb)
 MAX_AUDIO_SECONDS = 1800  # longer sound is refused (60 of Whisper's 30 s windows)
+# shorter sound is refused: libmtmd's preprocessors assert on a few samples (a one-sample WAV
+# aborts the process in mtmd_tokenize), and no encoder hears anything in less
+MIN_AUDIO_SECONDS = 0.1
 
 
 class ImageError(ValueError):
@@ -20,9 +23,13 @@ class ImageError(ValueError):
 
 
 def check_audio_seconds(seconds: float) -> None:
-    """`ImageError` with the numbers for sound longer than `MAX_AUDIO_SECONDS`."""
+    """`ImageError` with the numbers for sound longer than `MAX_AUDIO_SECONDS` or shorter than
+    `MIN_AUDIO_SECONDS`."""
     if seconds > MAX_AUDIO_SECONDS:
         raise ImageError(f"the audio is {seconds:.1f} s long; at most {MAX_AUDIO_SECONDS} s are read")
+    if seconds < MIN_AUDIO_SECONDS:
+        raise ImageError(f"the audio is {seconds * 1000:.1f} ms long; at least {MIN_AUDIO_SECONDS * 1000:.0f} ms "
+                         "are read")
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -22,15 +22,18 @@ log = logging.getLogger("fireside.llama")
 
 _OVERRIDDEN = re.compile(r"tensor (?P<tensor>\S+) \(.*\) buffer type overridden to (?P<buffer>.+)$")
 _ASSIGNED = re.compile(r"load_tensors: layer +(?P<layer>\d+) assigned to device (?P<device>[^,]+),")
+_BUFFER = re.compile(r"load_tensors: +(?P<buffer>\S+) model buffer size = +(?P<mib>[\d.]+) MiB")
 
 
 @dataclass
 class Placements:
-    """llama.cpp's account of a load: the tensors an override placed (tensor -> buffer type), and
-    the device of each layer (the blocks, then the output head as layer `n_layer`)."""
+    """llama.cpp's account of a load: the tensors an override placed (tensor -> buffer type), the
+    device of each layer (the blocks, then the output head as layer `n_layer`), and the weights'
+    buffers (`CPU`, `CUDA0`, `CPU_REPACK`, `AMX`... -> MiB)."""
 
     overridden: dict[str, str] = field(default_factory=dict)
     layers: dict[int, str] = field(default_factory=dict)
+    buffers: dict[str, float] = field(default_factory=dict)
 
 
 class _LlamaLog:
@@ -56,6 +59,8 @@ class _LlamaLog:
                 placed.overridden[found["tensor"]] = found["buffer"]
             elif found := _ASSIGNED.match(message):
                 placed.layers[int(found["layer"])] = found["device"]
+            elif found := _BUFFER.match(message):
+                placed.buffers[found["buffer"]] = float(found["mib"])
         if self._level >= logging.ERROR and message:
             self.errors.append(message)
             captured = getattr(self._captures, "lines", None)

@@ -15,6 +15,7 @@ from typing import Any
 
 import llama_cpp
 
+from backends import cpu_repack
 from backends.llama_log import init_backend
 from backends.tensor_placement import OverrideError, TensorOverride, override_array
 
@@ -70,6 +71,9 @@ class ModelOptions:
     tensor_split: tuple[float, ...] = ()  # each device's share of the offloaded layers (default: by free memory)
     # tensors sent to another device than `gpu_layers` gives them (--cpu-moe, --override-tensor)
     tensor_overrides: tuple[TensorOverride, ...] = ()
+    # llama.cpp's extra CPU buffer types (weights repacked for AMX, AVX2, NEON); None: as the
+    # process's policy decides for the file (backends/cpu_repack.py: off where they crash)
+    cpu_repack: bool | None = None
 
 
 def _set_load_mode(params: llama_cpp.llama_model_params, use_mmap: bool) -> None:
@@ -111,6 +115,18 @@ def _place_layers(params: llama_cpp.llama_model_params, options: ModelOptions) -
     return kept
 
 
+def _set_repack(params: llama_cpp.llama_model_params, path: Path, options: ModelOptions) -> bool:
+    """Whether the load may use llama.cpp's extra CPU buffer types (its default), as the options
+    or the process's policy say; builds without the field always may."""
+    if options.vocab_only or "use_extra_bufts" not in {name for name, *_ in llama_cpp.llama_model_params._fields_}:
+        return True
+    repack = options.cpu_repack
+    if repack is None:
+        repack = cpu_repack.policy().repack(path, gpu_layers=options.gpu_layers)
+    params.use_extra_bufts = repack
+    return repack
+
+
 class LlamaModel:
     """Owns a `llama_model` and its vocabulary."""
 
@@ -126,6 +142,7 @@ class LlamaModel:
         if progress is not None:
             params.progress_callback = progress.callback
         kept = _place_layers(params, options)  # arrays llama.cpp reads during the load
+        self.cpu_repack = _set_repack(params, path, options)
         llama_log.errors.clear()
         with llama_log.thread_placements() as placed:
             self._model = llama_cpp.llama_model_load_from_file(str(path).encode(), params)
@@ -133,6 +150,7 @@ class LlamaModel:
         # tensor -> buffer type, for the tensors an override placed (ModelOptions.tensor_overrides)
         self.overridden: dict[str, str] = placed.overridden
         self.layer_devices: dict[int, str] = placed.layers  # layer (n_layer: the output head) -> device
+        self.buffers: dict[str, float] = placed.buffers  # the weights' buffer types -> MiB
         if not self._model:
             # The first error line says why (a bad header, an unknown architecture, ...).
             reason = llama_log.errors[0] if llama_log.errors else "llama.cpp could not read it"

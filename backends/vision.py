@@ -14,7 +14,9 @@ thread-safe.
 
 Audio (projectors whose encoder hears: Ultravox, Qwen2-Audio, Voxtral...) takes the same road:
 `encode_audio` reads WAV, MP3 and FLAC with libmtmd's own helper (miniaudio, resampled to the
-projector's rate) and anything else through the decoder it is given (PyAV, app/media/audio.py);
+projector's rate) once their headers pass backends/audio_header.py (the helper allocates what a
+header says before it decodes), and anything else through the decoder it is given (PyAV,
+app/media/audio.py, which counts samples as it decodes);
 libmtmd's preprocessor cuts the sound into its encoder's windows (Whisper's 30 s), each one chunk
 of the `ImageEmbedding`, in order, prefilled and cached exactly like an image's chunks.
 """
@@ -34,6 +36,7 @@ import llama_cpp.mtmd_cpp as mtmd
 import numpy as np
 
 from backends import image_data
+from backends.audio_header import sound_header
 from backends.image_data import (
     MAX_PIXELS,
     ImageEmbedding,
@@ -115,21 +118,22 @@ class Projector:
             raise ImageError("this model's projector takes no audio")
         rate = mtmd.mtmd_get_audio_sample_rate(self._ctx)
         bitmap = None
-        if _helper_reads_audio(data):  # anything else would go on to its image and video readers
+        # the helper allocates what the header says before it decodes: only a checked header reaches it
+        # (anything else would also go on to its image and video readers)
+        if sound_header(data) is not None:
             buffer = (ctypes.c_uint8 * len(data)).from_buffer_copy(data)
             # off the lock: for sound the helper reads only the projector's sample rate
             bitmap = mtmd.mtmd_helper_bitmap_init_from_buf(self._ctx, buffer, len(data), False)
-        if not bitmap:  # not WAV, MP3 or FLAC (or not one miniaudio reads): the container decoder's turn
+        if not bitmap:  # not WAV, MP3 or FLAC (or not one we vouch for): the counting decoder's turn
             samples = np.ascontiguousarray(decode(data, rate, image_data.MAX_AUDIO_SECONDS), dtype=np.float32)
             if not samples.size:
                 raise ImageError("the audio holds no samples")
             bitmap = mtmd.mtmd_bitmap_init_from_audio(samples.size, samples.ctypes.data_as(ctypes.POINTER(ctypes.c_float)))
         chunks = mtmd.mtmd_input_chunks_init()
         try:
-            seconds = mtmd.mtmd_bitmap_get_nx(bitmap) / rate
-            image_data.check_audio_seconds(seconds)
             if not mtmd.mtmd_bitmap_get_nx(bitmap):
                 raise ImageError("the audio holds no samples")
+            image_data.check_audio_seconds(mtmd.mtmd_bitmap_get_nx(bitmap) / rate)
             with self._lock:
                 return read(self._parts(chunks, bitmap, audio=True))
         finally:
@@ -234,12 +238,6 @@ STB_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"8BPS", b"#?RADIANCE", b"
 def _stb_reads(data: bytes) -> bool:
     """Whether `data` starts as an image libmtmd's stb_image reads (PNG, JPEG, GIF, BMP, PSD, HDR, PNM)."""
     return data.startswith(STB_MAGIC)
-
-
-def _helper_reads_audio(data: bytes) -> bool:
-    """Whether libmtmd's helper takes `data` for sound (its own test: a WAV, FLAC or MP3 header)."""
-    return len(data) >= 12 and (data[:4] == b"RIFF" and data[8:12] == b"WAVE" or data[:4] == b"fLaC"
-                                or data[:3] == b"ID3" or data[0] == 0xFF and data[1] & 0xE0 == 0xE0)
 
 
 @dataclass(frozen=True)

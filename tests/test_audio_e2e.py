@@ -201,7 +201,7 @@ def test_bad_audio_is_refused_naming_the_part(audio_server) -> None:
 def test_sound_past_the_limits_gets_413_or_400_with_the_numbers(audio_server) -> None:
     big = transcribe(audio_server, files={"file": ("a.wav", b"\x00" * (17 * 1024 * 1024))})
     assert big.status_code == 413 and "16 MiB" in big.json()["error"]["message"]
-    rate, seconds = 2000, 1801  # 8-bit mono: a header that says (and data that holds) 1801 s in 3.6 MB
+    rate, seconds = 8000, 1801  # 8-bit mono: a header that says (and data that holds) 1801 s in 14.4 MB
     samples = b"\x80" * (rate * seconds)
     header = struct.pack("<4sI4s4sIHHIIHH4sI", b"RIFF", 36 + len(samples), b"WAVE", b"fmt ", 16, 1, 1, rate, rate,
                          1, 8, b"data", len(samples))

@@ -138,7 +138,7 @@ def test_long_sound_is_cut_into_windows_in_order(audio_model) -> None:
 
 
 @pytest.mark.parametrize(("data", "words"), [
-    (b"RIFF\x00\x00\x00\x00WAVEnot really", "not audio"),
+    (b"RIFF\x00\x00\x00\x00WAVEnot really", "no fmt chunk"),
     (b"\x00" * 64, "not audio"),
     (tone_wav(0), "no samples"),
 ])

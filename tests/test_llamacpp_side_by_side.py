@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from backends.cpu_repack import host_has_amx
 from backends.registry import default_model_path
 from tests.bench.bench_engine import llama_server_binary
 from tests.built import built
@@ -36,8 +37,11 @@ MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 def _llama_server(model_path: Path, *extra: str) -> Iterator[str]:
     assert BINARY is not None
     port = free_port()
+    # on a CPU with AMX, llama-server's AMX weight buffers crash it as they would crash us: start
+    # it as Fireside starts there (backends/cpu_repack.py), without them
+    repack = ["--no-repack"] if host_has_amx() else []
     process = subprocess.Popen([BINARY, "-m", str(model_path), "--port", str(port), "-c", "1024", "-np", "1",
-                                "--no-webui", *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                "--no-webui", *repack, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(600):

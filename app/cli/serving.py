@@ -28,6 +28,8 @@ from app.settings.config import (
 )
 from app.settings.locations import data_dir
 from app.settings.security import SecuritySettings, describe
+from backends import cpu_repack
+from backends.cpu_repack import REPACK_VERDICTS, RepackPolicy, RepackVerdicts, repack_fallback
 from backends.engine import EngineOptions
 from backends.fit_inputs import FitLimits
 from backends.kv_cache import engine_kv
@@ -49,6 +51,8 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
     options = engine_options(args, prompt_cache_bytes)
+    cpu_repack.configure(RepackPolicy(RepackVerdicts(data_dir() / REPACK_VERDICTS),
+                                      enabled=not args.no_repack and config.cpu_repack))
     try:
         registry = ModelRegistry.load(
             model_specs(args.model, args.alias, args.chat_template, args.gpu_layers, config, args.mmproj, args.rpc,
@@ -166,6 +170,8 @@ def _placement(served: ServedModel) -> str:
     if served.model.overridden:  # what --cpu-moe, --n-cpu-moe and --override-tensor placed
         counts = Counter(served.model.overridden.values())
         where += ", tensors placed by override: " + ", ".join(f"{n} on {buffer}" for buffer, n in sorted(counts.items()))
+    if (crashed := repack_fallback(served.model.path)) is not None:
+        where += f", without llama.cpp's extra CPU buffers ({crashed})"
     return where
 
 

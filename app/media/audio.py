@@ -13,6 +13,7 @@ import io
 import numpy as np
 
 from backends import image_data
+from backends.audio_header import check_rate, sound_header
 from backends.image_data import ImageError
 
 # `input_audio.format` values a client may name (OpenAI's `wav` and `mp3`, and the containers we read)
@@ -35,9 +36,10 @@ def audio_samples(data: bytes, rate: int, max_seconds: float) -> np.ndarray:
         with av.open(io.BytesIO(data)) as container:
             if not container.streams.audio:
                 raise ImageError("the data holds no audio stream")
-            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
             stream = container.streams.audio[0]
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
             for frame in container.decode(stream):
+                check_rate(frame.sample_rate)  # resampled from 1 Hz, each sample would be 16,000
                 for out in resampler.resample(frame):
                     pieces.append(out.to_ndarray().reshape(-1))
                     count += pieces[-1].size
@@ -56,8 +58,8 @@ def audio_samples(data: bytes, rate: int, max_seconds: float) -> np.ndarray:
 
 
 def check_length(data: bytes) -> None:
-    """`ImageError` with the numbers for sound whose header says it plays past the limit, before
-    anything is decoded."""
+    """`ImageError` with the numbers for sound whose header says it plays past the limit, or is
+    inconsistent (backends/audio_header.py), before anything is decoded."""
     seconds = audio_seconds(data)
     if seconds is not None:
         image_data.check_audio_seconds(seconds)
@@ -65,15 +67,15 @@ def check_length(data: bytes) -> None:
 
 def audio_seconds(data: bytes) -> float | None:
     """How long the sound in `data` plays, from its container's header (no decoding); None when
-    it does not say (or PyAV is missing and the data is not a WAV)."""
-    if data[:4] == b"RIFF" and data[8:12] == b"WAVE":
-        seconds = _wav_seconds(data)
-        if seconds is not None:
-            return seconds
+    it does not say (or PyAV is missing and the data is neither WAV nor FLAC); `ImageError` for a
+    WAV, MP3 or FLAC header that does not hold together."""
+    header = sound_header(data)
+    if header is not None and header.container != "mp3":  # an MP3's header gives only a bound
+        return header.seconds
     try:
         import av
     except ImportError:
-        return None
+        return header.seconds if header is not None else None
     try:
         with av.open(io.BytesIO(data)) as container:
             if container.duration:
@@ -83,19 +85,4 @@ def audio_seconds(data: bytes) -> float | None:
                 return float(stream.duration * stream.time_base)
     except (av.error.FFmpegError, OSError, ValueError):
         return None
-    return None
-
-
-def _wav_seconds(data: bytes) -> float | None:
-    """A WAV's length from its `fmt ` byte rate and its `data` chunk's size."""
-    import struct
-
-    offset, byte_rate = 12, 0
-    while offset + 8 <= len(data):
-        kind, size = data[offset:offset + 4], struct.unpack_from("<I", data, offset + 4)[0]
-        if kind == b"fmt " and size >= 12:
-            byte_rate = struct.unpack_from("<I", data, offset + 16)[0]
-        if kind == b"data":
-            return min(size, len(data) - offset - 8) / byte_rate if byte_rate else None
-        offset += 8 + size + (size & 1)
     return None

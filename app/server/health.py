@@ -10,6 +10,7 @@ from litestar import Request, Response, get
 
 from app.api.common.context import registry
 from app.server.placement_info import Placement, placement_info
+from backends.cpu_repack import repack_fallback
 
 
 class ModelHealth(msgspec.Struct):
@@ -24,6 +25,9 @@ class ModelHealth(msgspec.Struct):
     # (llama.cpp's own account at load); empty without overrides
     tensors_by_override: dict[str, int] = msgspec.field(default_factory=dict)
     placement: Placement | None = None  # where the fit put its tensors; None: no GPU or RPC device
+    # false: loaded without llama.cpp's extra CPU buffer types (--no-repack, or they crash on this CPU)
+    cpu_repack: bool = True
+    cpu_repack_off_because: str | None = None  # why, where they crashed: "SIGSEGV in a canary decode"
 
 
 class Health(msgspec.Struct):
@@ -37,6 +41,7 @@ async def health(request: Request) -> Response[Health]:
     draining = request.app.state.drain.draining
     models = [ModelHealth(served.id, **dataclasses.asdict(served.engine.load()),
                           tensors_by_override=dict(Counter(served.model.overridden.values())),
-                          placement=placement_info(served.placement))
+                          placement=placement_info(served.placement), cpu_repack=served.model.cpu_repack,
+                          cpu_repack_off_because=repack_fallback(served.model.path))
               for served in registry(request)]
     return Response(Health("draining" if draining else "ok", models), status_code=503 if draining else 200)

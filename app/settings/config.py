@@ -5,6 +5,7 @@ max_loaded = 2              # models kept loaded at once (least recently used un
 memory_budget = "12GiB"     # bytes the loaded models may take together
 gpu_memory = "10GiB"        # the most each GPU may take for the models (default: its free memory less 1 GiB)
 prompt_cache_disk = "1GiB"  # slots' prompt caches kept on disk across restarts ("0": none)
+cpu_repack = false          # load without llama.cpp's extra CPU buffer types (AMX, repacked weights; --no-repack)
 
 [[models]]
 id = "qwen2.5-7b"                                  # the name requests use
@@ -130,6 +131,7 @@ class Config:
     memory_budget: int | None = None  # bytes
     prompt_cache_disk: int | None = None  # bytes
     gpu_memory: int | None = None  # bytes each offload device may take (`--gpu-memory`)
+    cpu_repack: bool = True  # false: no model uses llama.cpp's extra CPU buffer types (`--no-repack`)
 
     def find(self, name: str) -> ModelEntry | None:
         for entry in self.models:
@@ -188,7 +190,8 @@ MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "
                         "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
                         "override_tensor"})
 ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
-TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk", "gpu_memory"})
+TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk", "gpu_memory",
+                            "cpu_repack"})
 
 
 def _unknown(names: Any, known: frozenset[str]) -> tuple[str, str] | None:
@@ -417,9 +420,12 @@ def load_config(path: Path | None = None) -> Config:
     if disk is not None:
         disk = 0 if disk in (0, "0") else parse_size(disk, places.where(("prompt_cache_disk",)))  # 0: keep none
     gpu_memory = document.get("gpu_memory")
+    repack = document.get("cpu_repack", True)
+    if not isinstance(repack, bool):
+        raise ConfigError(f"{places.where(('cpu_repack',))}: cpu_repack is true or false")
     return Config(path, models, max_loaded,
                   parse_size(budget, places.where(("memory_budget",))) if budget is not None else None, disk,
-                  parse_size(gpu_memory, places.where(("gpu_memory",))) if gpu_memory is not None else None)
+                  parse_size(gpu_memory, places.where(("gpu_memory",))) if gpu_memory is not None else None, repack)
 
 
 def _document(path: Path) -> tomlkit.TOMLDocument:
