@@ -232,11 +232,14 @@ class Projector:
         return ImageTile(embeddings.copy(), non_causal, sections, mtmd.mtmd_input_chunk_get_n_pos(chunk))
 
 
-STB_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM", b"8BPS", b"#?RADIANCE", b"#?RGBE", b"P5", b"P6")
+# stb_image also reads PSD, HDR and PNM, but their sizes are not checked before it allocates
+# (backends/image_header.py): Pillow, which checks, reads those
+STB_MAGIC = (b"\x89PNG", b"\xff\xd8", b"GIF8", b"BM")
 
 
 def _stb_reads(data: bytes) -> bool:
-    """Whether `data` starts as an image libmtmd's stb_image reads (PNG, JPEG, GIF, BMP, PSD, HDR, PNM)."""
+    """Whether `data` starts as an image libmtmd's stb_image may read: one whose declared size
+    `declared_size` checks first (PNG, JPEG, GIF, BMP)."""
     return data.startswith(STB_MAGIC)
 
 

@@ -1,4 +1,4 @@
-"""Sound checked before any native decoder sees it (backends/audio_header.py).
+"""Sound and images checked before any native decoder sees them (backends/audio_header.py).
 
 libmtmd's helper (miniaudio) allocates what a header says before it decodes: the crafted WAV of
 issue 50 (1 MB of data that says 1 Hz with a byte rate of 2^30) aborts the process with
@@ -7,7 +7,8 @@ samples does the same. None of those may reach it: each is a 400 within a second
 part, through the transcription door and the chat door, with the server's peak memory unchanged.
 A seeded fuzz of WAV headers (rate, channels, bits, sizes, chunk order) is refused or, where the
 header holds together, decoded by the real helper into exactly the samples the check counted.
-The real files (espeak-ng's speech re-encoded with PyAV) pass with their true lengths.
+The real files (espeak-ng's speech re-encoded with PyAV) pass with their true lengths. Images
+stb_image reads without a size check first (PNM, PSD) go to Pillow, which checks.
 """
 
 from __future__ import annotations
@@ -309,3 +310,25 @@ def test_crafted_files_get_a_400_at_once_through_both_doors_and_take_no_memory(a
     assert _peak_rss(pid) - before < 64 << 20  # the 40 KB WAV alone used to take 3 GB
     assert audio_server.process.poll() is None
     assert httpx.get(f"{audio_server.base_url}/health", timeout=30).status_code == 200
+
+
+@pytest.mark.parametrize("data", [
+    b"P6\n100000 100000\n255\n" + bytes(64),  # PNM: 30 GB of pixels by its header
+    b"8BPS\x00\x01" + bytes(6) + struct.pack(">HIIHH", 3, 100000, 100000, 8, 3) + bytes(64),  # PSD
+])
+def test_images_whose_size_stb_image_would_not_check_go_to_pillow(data):
+    from backends.llama_model import LlamaModel, ModelOptions
+    from backends.registry import default_model_path
+    from backends.vision import Projector
+    from tests.built import tiny_vlm
+
+    model = LlamaModel(default_model_path(), ModelOptions())
+    vlm = Projector(model, tiny_vlm()[1], threads=1)
+    try:
+        started = time.perf_counter()
+        with pytest.raises(ImageError, match="at most|not an image"):
+            vlm.count(data)
+        assert time.perf_counter() - started < 1.0
+    finally:
+        vlm.close()
+        model.close()
