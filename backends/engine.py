@@ -10,7 +10,10 @@ streams by a bounded factor instead of stalling them. Slots keep their tokens af
 ends: a new request takes the free slot sharing the longest prefix with its prompt and prefills
 only the rest, or copies a longer prefix from another slot (how the choices of `n` > 1 share one prefill). A prompt's images
 (embeddings from the model's projector) are decoded one a step, before its tokens. The slots'
-KV cells are one pool (`KvPool`): a request larger than a slot's share is served from it.
+KV cells are one pool (`KvPool`): a request larger than a slot's share is served from it. Where
+the model's cache cannot be cut back (recurrent states, sliding windows), slots keep context
+checkpoints; a slot taken for another conversation moves its state to the RAM prompt cache first
+(backends/slot_states.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from dataclasses import dataclass, replace
 import llama_cpp
 
 from backends.adapters import AdapterTurns
+from backends.checkpoints import CheckpointOptions
 from backends.compaction import Compactor
 from backends.draft_model import DraftRunner
 from backends.draft_payoff import DraftPayoff
@@ -44,28 +48,22 @@ from backends.jobs import (
     TokenLogprob,
 )
 from backends.kv_pool import KvPool
+from backends.llama_log import CacheSizes
 from backends.llama_model import LlamaModel
 from backends.logprobs import LogprobComputer
 from backends.outbox import Outbox
 from backends.prefill_budget import PrefillBudget
-from backends.prefix import Slot, image_boundary, runs_of
-from backends.prompt_store import (
-    PromptStore,
-    StoreOptions,
-    restore_slots,
-    slot_prompts,
-    store_key,
-)
+from backends.prefix import Slot, runs_of
+from backends.prompt_cache import PromptCache, RamBudget
+from backends.prompt_store import PromptStore, StoreOptions, saved_prompts, store_key, warm_start
 from backends.sampling import NO_TOKEN, Candidates, SamplerChain, choice_seed
 from backends.sequences import Sequence, Waiting
 from backends.settings import DEFAULT_CACHE_TYPE
+from backends.slot_states import MIN_COPY_GAIN, SlotStates, StateStats
 from backends.threads import ThreadPolicy, cpu_idle_seconds
 
 log = logging.getLogger("fireside.engine")
 
-# Copying a slot's cache costs about one stream of memory traffic; below this many extra
-# reusable tokens, prefilling them is as cheap.
-MIN_COPY_GAIN = 16
 _WAKE = object()  # an inbox item that only wakes the scheduler
 ALTERNATE_FROM = 512  # prompt tokens from which a prefill steps apart from decoding streams
 
@@ -105,6 +103,9 @@ class EngineOptions:
     cache_type: str = DEFAULT_CACHE_TYPE  # the KV cache's element type (`backends.settings.CACHE_TYPES`)
     auto_draft: bool = True  # draft by prompt lookup when a request gives no prediction
     draft_model_always: bool = False  # draft with the draft model at every step, paying or not (`DraftPayoff`)
+    swa_full: bool = False  # sliding-window layers keep every position, not only their window (`--swa-full`)
+    checkpoints: CheckpointOptions = CheckpointOptions()  # for caches that cannot be cut (`--ctx-checkpoints`)
+    ram_cache: RamBudget | None = None  # the prompt cache in host memory shared by the models (`--cache-ram`)
 
 
 @dataclass(frozen=True)
@@ -114,7 +115,9 @@ class EngineLoad:
     queued_choices: int  # choices waiting for a free slot
     queued_requests: int  # requests none of whose choices started yet
     kv_used: int = 0  # cache positions the slots hold (running and kept for reuse)
+    held_slots: int = 0  # slots holding any (their sliding windows and recurrent states are in use)
     queued_embeddings: int = 0  # inputs of embedding and ranking jobs not embedded yet
+    states: StateStats | None = None  # checkpoints and the RAM prompt cache
 
 
 class Engine:
@@ -123,7 +126,15 @@ class Engine:
         self.model = model
         self.options = options
         self._pool = KvPool(model, ctx_size=options.ctx_size, parallel=options.parallel,
-                            batch_size=options.batch_size, threads=options.threads, cache_type=options.cache_type)
+                            batch_size=options.batch_size, threads=options.threads, cache_type=options.cache_type,
+                            swa_full=options.swa_full)
+        self._states = SlotStates(model, options.checkpoints,
+                                  PromptCache(options.ram_cache) if options.ram_cache else None, swa_full=options.swa_full)
+        if draft is not None and not self._states.can_roll_back:
+            log.warning("%s: no draft model (%s): a recurrent state cannot take back the drafts it rejects",
+                        model.path.name, draft.path.name)
+            draft.close()
+            draft = None
         self._drafts = None if draft is None else DraftRunner(
             draft, n_ctx=self._pool.n_ctx, parallel=options.parallel, batch_size=options.batch_size,
             threads=options.threads, target_vocab=model.n_vocab)
@@ -133,7 +144,6 @@ class Engine:
         self._ctx, self._memory = self._pool.ctx, self._pool.memory
         self.ctx_size = self._pool.share  # a request's window unless it needs more (see KvPool)
         self.request_limit = self._pool.request_limit
-        self._n_swa = llama_cpp.llama_model_n_swa(model.handle)
         self._batch = llama_cpp.llama_batch_init(options.batch_size, 0, 1)
         self._images: ImagePrefill | None = None  # made for the first prompt with an image
         self._adapters = AdapterTurns()
@@ -148,11 +158,10 @@ class Engine:
         self._prefill_turn = False  # this step prefills alone while streams wait (see `_fill_batch`)
         self._store = None
         if options.saved_prompts is not None:
-            self._store = PromptStore(options.saved_prompts,
-                                      store_key(model.path, self._pool.n_ctx, options.parallel, llama_cpp.__version__))
-            restored = restore_slots(self._ctx, self._slots, self._store.load())
-            if restored:
-                log.info("%s: %d cached prompt tokens restored from %s", model.path.name, restored, self._store.path)
+            self._store = PromptStore(options.saved_prompts, store_key(
+                model.path, self._pool.n_ctx, options.parallel, llama_cpp.__version__, options.cache_type,
+                options.swa_full))
+            warm_start(self._ctx, self._slots, self._states.cache, self._store.load(), model.path.name)
         self._candidates = Candidates(model.n_vocab)  # for grammar-constrained and observed draws
         self._logprobs = LogprobComputer(model.n_vocab)
         self._prompt_rows: list[tuple[Sequence, int, int]] = []  # (sequence, batch row, prompt position)
@@ -172,6 +181,11 @@ class Engine:
         self._aborting: Exception | None = None
         self.abandoned: Exception | None = None  # set when its device went away for good
         self._thread.start()
+
+    @property
+    def kv_sizes(self) -> CacheSizes:
+        """What the context's KV cache and recurrent states take, by kind of layer."""
+        return self._pool.sizes
 
     @property
     def draft_model(self) -> LlamaModel | None:
@@ -218,13 +232,10 @@ class Engine:
             queued_choices=len(self._waiting),
             queued_requests=len(self._unstarted),
             kv_used=sum(len(slot.tokens) for slot in self._slots),
+            held_slots=sum(1 for slot in self._slots if slot.tokens),
             queued_embeddings=self._embeddings.waiting,
+            states=self._states.stats(self._slots),
         )
-
-    def abort(self, error: Exception) -> None:
-        """End every running and queued job with `error`, from any thread (the server stops)."""
-        self._aborting = error
-        self._inbox.put(_WAKE)
 
     def abandon(self, error: Exception) -> None:
         """Its device went away mid-step (a lost RPC worker): the scheduler thread is blocked in
@@ -256,7 +267,9 @@ class Engine:
         self._inbox.put(None)
         self._thread.join()
         if self._store is not None:
-            self._store.save(slot_prompts(self._ctx, self._slots))
+            self._store.save(saved_prompts(self._ctx, self._slots, self._states.cache))
+        if self._states.cache is not None:
+            self._states.cache.close()
         self._embeddings.close()
         self._outbox.close()
         llama_cpp.llama_batch_free(self._batch)
@@ -411,7 +424,9 @@ class Engine:
             assert job.logprobs is not None
             echo_from = max(len(prompt) - job.logprobs.prompt_last, 0)
             reuse_limit = min(reuse_limit, max(echo_from - 1, 0))  # the rows scoring them are decoded
-        cached = self._reuse_prefix(slot, prompt, shared, reuse_limit)
+        capacity = self._pool.cells if self._pool.unified else self._pool.share
+        slot, cached, source = self._states.bring_back(self._ctx, self._slots, slot, free, prompt, keys.isolation,
+                                                       shared, reuse_limit, capacity)
         self._pool.make_room(slot, _need(prompt, waiting.prompt.max_tokens), self._running_needs(), self._slots)
         observed = job.logprobs is not None and (job.logprobs.sampling or job.logprobs.active_ids)
         sampler = SamplerChain(
@@ -426,12 +441,15 @@ class Engine:
             token_bytes=self._guard_bytes if job.guard is not None else None,
         )
         seq = Sequence(slot, waiting, sampler, cached, self.options.auto_draft,
-                       self._drafts.trust if self._drafts is not None else None)
+                       self._drafts.trust if self._drafts is not None else None,
+                       may_draft=self._states.can_roll_back, cache_source=source,
+                       checkpoint_at=self._states.plan(len(prompt), cached, waiting.prompt.checkpoint_hints))
         if echo_from >= 0:
             seq.echo_from = max(echo_from, 1)
             seq.prompt_entries = [None] if echo_from == 0 else []
         slot.sequence = seq
-        slot.isolation, slot.affinity, slot.last_used = keys.isolation, keys.affinity, self._steps
+        # + 1: a slot used at the first step is not taken for one never used
+        slot.isolation, slot.affinity, slot.last_used = keys.isolation, keys.affinity, self._steps + 1
         self._active.append(seq)
         if job.n > 1 and len(prompt) - cached > MIN_COPY_GAIN:
             self._prefilling.add(waiting.group)  # the other choices will copy this prefill
@@ -444,38 +462,8 @@ class Engine:
         """A token's bytes as a uniqueItems guard reads them (markup included)."""
         return self.model.token_bytes(token, special=True)
 
-    def _reuse_prefix(self, slot: Slot, prompt: tuple[int, ...], shared: dict[int, int], limit: int) -> int:
-        """Keep the slot's longest usable prefix of `prompt`, at most `limit` tokens (copied from
-        another slot when that one holds more); return how many prompt tokens need no prefill.
-
-        `shared` is each slot's prefix in common with the prompt, under the request's keys."""
-        reusable = shared[slot.id]
-        donor = max((s for s in self._slots if s is not slot), key=lambda s: shared[s.id], default=None)
-        if donor is not None:
-            donated = shared[donor.id]
-            if donated > reusable + MIN_COPY_GAIN:
-                llama_cpp.llama_memory_seq_cp(self._memory, donor.id, slot.id, -1, -1)
-                slot.copy_from(donor, donated)
-                reusable = donated
-        keep = image_boundary(prompt, min(reusable, limit))
-        return keep if self._trim(slot, keep) else 0
-
-    def _trim(self, slot: Slot, keep: int) -> bool:
-        """Cut the slot's cache to its first `keep` tokens; False if it had to be emptied."""
-        position = slot.position(keep)
-        kept = keep > 0 and llama_cpp.llama_memory_seq_rm(self._memory, slot.id, position, -1)
-        if kept and self._n_swa > 0:
-            # a sliding-window cache may no longer hold what the kept tail attends to
-            kept = llama_cpp.llama_memory_seq_pos_min(self._memory, slot.id) <= max(0, position - self._n_swa)
-        if not kept:
-            self._clear(slot)
-            return False
-        slot.cut(keep)
-        return True
-
     def _clear(self, slot: Slot) -> None:
-        llama_cpp.llama_memory_seq_rm(self._memory, slot.id, -1, -1)
-        slot.clear()
+        self._states.clear(self._ctx, slot)
 
     def _step(self) -> None:
         self._steps += 1
@@ -499,6 +487,8 @@ class Engine:
         status = llama_cpp.llama_decode(self._ctx, self._batch)
         if status == 0:
             elapsed = time.perf_counter() - started
+            if prefill and self._states.checkpointing:
+                self._save_checkpoints(sequences)
             self.threads.after_step(elapsed, rows=rows, prefill=prefill)
             self._prefill_budget.observe(elapsed, decoding=self._decoding, prefilled=self._prefilled, rows=rows)
             self._sample(sequences)
@@ -544,6 +534,8 @@ class Engine:
                     prefill = prefill or drafted > 0
                 continue
             take = min(room, prompt_room, next_image(seq.images, seq.fed, len(seq.prompt)) - seq.fed)
+            if seq.checkpoint_at:  # a chunk ends where a checkpoint is due
+                take = min(take, seq.checkpoint_at[0] - seq.fed)
             if take <= 0:
                 continue
             prompt_room -= take
@@ -570,6 +562,14 @@ class Engine:
                     room -= drafted
         batch.n_tokens = rows
         return rows, prefill
+
+    def _save_checkpoints(self, sequences: list[Sequence]) -> None:
+        """A checkpoint of each sequence whose prefill just reached one of its points."""
+        for seq in sequences:
+            if seq.checkpoint_at and seq.fed >= seq.checkpoint_at[0]:
+                if seq.fed == seq.checkpoint_at[0]:
+                    self._states.save_checkpoint(self._ctx, seq.slot)
+                seq.checkpoint_at = [point for point in seq.checkpoint_at if point > seq.fed]
 
     def _score_rows(self, seq: Sequence, first_row: int, first_position: int, count: int) -> None:
         """Ask for the logits of this chunk's rows that score echoed prompt tokens (the row of
@@ -676,10 +676,14 @@ class Engine:
             seq.prompt_entries.append(self._logprobs.record(seq.prompt[position + 1], top))
         self._prompt_rows.clear()
 
-    def _rollback(self, seq: Sequence) -> None:
-        """Undo what this step put in the sequence's cache."""
+    def _rollback(self, seq: Sequence) -> bool:
+        """Undo what this step put in the sequence's cache; False where that cannot be done (a
+        recurrent state): the slot is emptied and the request fails."""
         length, fed = seq.mark
-        llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, seq.slot.position(length), -1)
+        if not llama_cpp.llama_memory_seq_rm(self._memory, seq.slot.id, seq.slot.position(length), -1):
+            self._clear(seq.slot)
+            self._fail(seq.handle, DecodeError("llama_decode failed and this model's state cannot be rolled back"))
+            return False
         seq.slot.cut(length)
         seq.fed = fed
         seq.output_row = -1
@@ -689,8 +693,7 @@ class Engine:
     def _decode_one_by_one(self, sequences: list[Sequence], status: int) -> None:
         """A failed batch is retried request by request, so only the request at fault fails."""
         log.warning("llama_decode failed with status %d for %d sequences; retrying one by one", status, len(sequences))
-        for seq in sequences:
-            self._rollback(seq)
+        sequences = [seq for seq in sequences if self._rollback(seq)]
         for seq in sequences:
             if seq not in self._active:
                 continue
@@ -700,8 +703,7 @@ class Engine:
             status = llama_cpp.llama_decode(self._ctx, self._batch)
             if status == 0:
                 self._sample([seq])
-            else:
-                self._rollback(seq)
+            elif self._rollback(seq):
                 self._fail(seq.handle, DecodeError(f"llama_decode failed with status {status}"))
 
     def _accept(self, seq: Sequence, token: int, *, forced: bool = False, logprob: TokenLogprob | None = None) -> None:
@@ -739,7 +741,7 @@ class Engine:
                                               seq.drafted, seq.drafter.matched if seq.drafter else 0,
                                               seq.first_token_at,
                                               seq.stops.matched if reason == "stop" and not release_held else None,
-                                              seq.kept))
+                                              seq.kept, seq.cache_source))
         self._release(seq)
 
     def _fail(self, handle: JobHandle, error: Exception) -> None:

@@ -92,6 +92,9 @@ class PromptSpec:
     tokens: tuple[int, ...]
     max_tokens: int
     images: tuple[PromptImage, ...] = ()
+    # where a later prompt is likely to diverge from this one (a chat's generation prompt: the next
+    # turn renders the answer there): a model whose cache cannot be cut saves a checkpoint there
+    checkpoint_hints: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +233,7 @@ class ChoiceFinished:
     first_token_at: float | None = None  # time.perf_counter() when the choice's first token was sampled
     stop_sequence: str | None = None  # the job's stop string that ended the choice (None: EOS, grammar, length)
     draft_kept: int = 0  # drafted tokens the output kept (from any drafter)
+    cache_source: str = ""  # where cached_tokens came from: "slot", "checkpoint", "ram" or "disk"
 
 
 @dataclass(frozen=True, slots=True)

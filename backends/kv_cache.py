@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 import llama_cpp
 
+from backends.llama_log import CacheSizes
 from backends.llama_model import LlamaModel
 from backends.settings import CACHE_TYPES
 
@@ -47,11 +48,22 @@ class _Engine(Protocol):  # what `engine_kv` reads of `backends.engine.Engine`
     ctx_size: int
     options: Any
 
+    @property
+    def kv_sizes(self) -> CacheSizes: ...
+
     def load(self) -> Any: ...
 
 
 def engine_kv(engine: _Engine) -> tuple[KvSize, KvSize]:
-    """An engine's whole cache (every slot's window) and the part its slots hold now."""
-    options = engine.options
-    per_cell = kv_size(engine.model, 1, options.cache_type).bytes_per_cell
-    return (KvSize(engine.ctx_size * options.parallel, per_cell), KvSize(engine.load().kv_used, per_cell))
+    """An engine's whole cache (every slot's window, the sliding-window layers' windows, the
+    recurrent states: what llama.cpp allocated) and the part its slots hold now (full-attention
+    cells by the tokens held; windows and states by the slots holding any)."""
+    options, load = engine.options, engine.load()
+    cells = engine.ctx_size * options.parallel
+    sizes = engine.kv_sizes
+    if not sizes.window and not sizes.recurrent:  # every layer's keys and values for every cell (exact)
+        per_cell = kv_size(engine.model, 1, options.cache_type).bytes_per_cell
+        return KvSize(cells, per_cell), KvSize(load.kv_used, per_cell)
+    per_slot = (sizes.window + sizes.recurrent) / max(options.parallel, 1)
+    used = sizes.full * min(1.0, load.kv_used / max(cells, 1)) + per_slot * load.held_slots
+    return KvSize(cells, sizes.total / max(cells, 1)), KvSize(load.kv_used, used / max(load.kv_used, 1))

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 import llama_cpp
 
 from backends.kv_cache import ggml_type
+from backends.llama_log import CacheSizes, init_backend
 from backends.llama_model import LlamaModel, ModelLoadError
 from backends.prefix import Slot
 from backends.prompt_store import restore_slots, slot_prompts
@@ -32,7 +33,7 @@ log = logging.getLogger("fireside.engine")
 
 class KvPool:
     def __init__(self, model: LlamaModel, *, ctx_size: int, parallel: int, batch_size: int, threads: int,
-                 cache_type: str):
+                 cache_type: str, swa_full: bool = False):
         self._model = model
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = ctx_size * parallel
@@ -41,8 +42,12 @@ class KvPool:
         params.n_threads = params.n_threads_batch = threads
         params.type_k = params.type_v = ggml_type(cache_type)
         params.no_perf = True
+        # sliding-window layers keep their window (and a batch), not the whole context: llama.cpp's
+        # server default; the library's is the full size (Gemma 3 12B at 32k: 12 GiB against 2.5)
+        params.swa_full = swa_full
         self._params = params
         self.unified = False
+        self.sizes = CacheSizes()
         self.ctx = self._create()
         self.share = min(ctx_size, llama_cpp.llama_n_ctx_seq(self.ctx))  # one slot's cells in split mode
         self.cells = self.share * parallel
@@ -60,7 +65,9 @@ class KvPool:
 
     def _create(self) -> llama_cpp.llama_context_p:
         self._params.kv_unified = self.unified
-        ctx = llama_cpp.llama_init_from_model(self._model.handle, self._params)
+        with init_backend().thread_cache_sizes() as sizes:
+            ctx = llama_cpp.llama_init_from_model(self._model.handle, self._params)
+        self.sizes = sizes  # what its KV cache and recurrent states take, by kind of layer
         if not ctx:
             raise ModelLoadError(f"cannot create a context of {self._params.n_ctx} tokens for {self._model.path}")
         return ctx

@@ -23,6 +23,23 @@ log = logging.getLogger("fireside.llama")
 _OVERRIDDEN = re.compile(r"tensor (?P<tensor>\S+) \(.*\) buffer type overridden to (?P<buffer>.+)$")
 _ASSIGNED = re.compile(r"load_tensors: layer +(?P<layer>\d+) assigned to device (?P<device>[^,]+),")
 _BUFFER = re.compile(r"load_tensors: +(?P<buffer>\S+) model buffer size = +(?P<mib>[\d.]+) MiB")
+_CACHE_KIND = re.compile(r"llama_kv_cache_iswa: creating +(?P<kind>non-SWA|SWA) KV cache")
+_CACHE_SIZE = re.compile(r"(?P<what>llama_kv_cache|llama_memory_recurrent): size = +(?P<mib>[\d.]+) MiB")
+
+
+@dataclass
+class CacheSizes:
+    """What a context's memory took, by kind of layer, in bytes (llama.cpp's own account): the
+    full-attention KV cache, the sliding-window one, the recurrent states."""
+
+    full: int = 0
+    window: int = 0
+    recurrent: int = 0
+    _next: str = field(default="full", repr=False)
+
+    @property
+    def total(self) -> int:
+        return self.full + self.window + self.recurrent
 
 
 @dataclass
@@ -61,6 +78,14 @@ class _LlamaLog:
                 placed.layers[int(found["layer"])] = found["device"]
             elif found := _BUFFER.match(message):
                 placed.buffers[found["buffer"]] = float(found["mib"])
+        sizes = getattr(self._captures, "sizes", None)
+        if sizes is not None:
+            if found := _CACHE_KIND.match(message):
+                sizes._next = "window" if found["kind"] == "SWA" else "full"
+            elif found := _CACHE_SIZE.match(message):
+                kind = "recurrent" if found["what"] == "llama_memory_recurrent" else sizes._next
+                setattr(sizes, kind, getattr(sizes, kind) + round(float(found["mib"]) * (1 << 20)))
+                sizes._next = "full"
         if self._level >= logging.ERROR and message:
             self.errors.append(message)
             captured = getattr(self._captures, "lines", None)
@@ -80,6 +105,16 @@ class _LlamaLog:
             yield placed
         finally:
             self._captures.placed = None
+
+    @contextlib.contextmanager
+    def thread_cache_sizes(self) -> Iterator[CacheSizes]:
+        """What a context made on this thread allocated for its KV cache and recurrent states."""
+        sizes = CacheSizes()
+        self._captures.sizes = sizes
+        try:
+            yield sizes
+        finally:
+            self._captures.sizes = None
 
     @contextlib.contextmanager
     def thread_errors(self) -> Iterator[list[str]]:

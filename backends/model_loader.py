@@ -74,6 +74,8 @@ class ModelLoader:
             options = dataclasses.replace(self.engine_options, ctx_size=ctx_size)
             if spec.cache_type is not None:
                 options = dataclasses.replace(options, cache_type=spec.cache_type)
+            if spec.swa_full is not None:
+                options = dataclasses.replace(options, swa_full=spec.swa_full)
             if spec.draft is not None:
                 options = dataclasses.replace(options, auto_draft=spec.draft == "auto")
             if spec.pooling is not None:

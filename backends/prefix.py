@@ -13,13 +13,14 @@ import bisect
 from collections.abc import Sequence
 from typing import Any
 
+from backends.checkpoints import Checkpoint
 from backends.jobs import CacheKeys, placeholder_offset
 
 
 class Slot:
     """One llama.cpp sequence id and what its cache holds."""
 
-    __slots__ = ("affinity", "id", "isolation", "last_used", "sequence", "shifts", "tokens")
+    __slots__ = ("affinity", "checkpoints", "id", "isolation", "last_used", "sequence", "shifts", "tokens")
 
     def __init__(self, slot_id: int):
         self.id = slot_id
@@ -29,6 +30,8 @@ class Slot:
         self.affinity: str | None = None
         self.last_used = 0
         self.sequence: Any = None  # the engine's sequence running in this slot, if any
+        # partial states at points of `tokens`, ascending (backends/checkpoints.py)
+        self.checkpoints: list[Checkpoint] = []
 
     def shared_prefix(self, prompt: tuple[int, ...], keys: CacheKeys) -> int:
         if self.isolation != keys.isolation or not self.tokens:
@@ -56,14 +59,17 @@ class Slot:
         del self.tokens[keep:]
         if self.shifts and self.shifts[-1][0] > keep:
             self.shifts = [entry for entry in self.shifts if entry[0] <= keep]
+        if self.checkpoints and self.checkpoints[-1].tokens > keep:
+            self.checkpoints = [c for c in self.checkpoints if c.tokens <= keep]
 
     def copy_from(self, other: Slot, length: int) -> None:
         """Hold the first `length` tokens of `other` (whose cache cells were copied here)."""
         self.tokens = other.tokens[:length]
         self.shifts = [entry for entry in other.shifts if entry[0] <= length]
+        self.checkpoints = [c for c in other.checkpoints if c.tokens <= length]
 
     def clear(self) -> None:
-        self.tokens, self.shifts = [], []
+        self.tokens, self.shifts, self.checkpoints = [], [], []
 
     def placed(self, tokens: Sequence[int], positions: int) -> None:
         """`tokens` (an image's placeholders) were decoded taking `positions` positions."""

@@ -1,6 +1,7 @@
-"""Prompt caches kept on disk across restarts: what a model's slots held when it stopped (system
-prompts, tool lists, conversations), saved with their llama.cpp cache state at shutdown and on
-unload, and put back into the slots when the model loads again, so the first request after a
+"""Prompt caches kept on disk across restarts: what a model's slots and its RAM prompt cache held
+when it stopped (system prompts, tool lists, conversations), saved with their llama.cpp cache
+state and context checkpoints at shutdown and on unload, and read back into the RAM prompt cache
+(into the slots where there is none) when the model loads again, so the first request after a
 restart prefills only what is new.
 
 One file per model and settings (`store_key`: the model file's path, size and modification time,
@@ -20,10 +21,17 @@ from pathlib import Path
 import llama_cpp
 import msgspec
 
+from backends.checkpoints import Checkpoint
 from backends.prefix import Slot
+from backends.prompt_cache import CachedPrompt, PromptCache
 
 log = logging.getLogger("fireside.engine")
 SUFFIX = ".prompts"
+
+
+class SavedCheckpoint(msgspec.Struct, array_like=True):
+    tokens: int
+    data: bytes  # llama.cpp's partial sequence state (backends/checkpoints.py)
 
 
 class SavedPrompt(msgspec.Struct, array_like=True):
@@ -32,6 +40,7 @@ class SavedPrompt(msgspec.Struct, array_like=True):
     isolation: str | None  # the prompt cache isolation key it was made under
     affinity: str | None
     state: bytes  # llama.cpp's sequence state (`llama_state_seq_get_data`)
+    checkpoints: list[SavedCheckpoint] = []
 
 
 @dataclass(frozen=True)
@@ -70,7 +79,7 @@ class PromptStore:
         drop other models' least recently used files until the folder fits its bound."""
         kept, size = [], 0
         for prompt in prompts:
-            size += len(prompt.state) + 8 * len(prompt.tokens)
+            size += len(prompt.state) + 8 * len(prompt.tokens) + sum(len(c.data) for c in prompt.checkpoints)
             if size > self.options.max_bytes:
                 break
             kept.append(prompt)
@@ -98,6 +107,25 @@ class PromptStore:
 MIN_SAVED_TOKENS = 32  # shorter caches cost less to prefill than to keep
 
 
+def saved_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot], cache: PromptCache | None) -> list[SavedPrompt]:
+    """What the disk store keeps: the slots' caches, then the RAM prompt cache's entries, each most
+    recently used first (a prompt another one extends is left out)."""
+    prompts = slot_prompts(ctx, slots)
+    for entry in cache.entries() if cache is not None else []:
+        prompts.append(SavedPrompt(entry.tokens, entry.shifts, entry.isolation, entry.affinity, entry.state,
+                                   [SavedCheckpoint(c.tokens, c.data) for c in entry.checkpoints]))
+    return [p for p in prompts if not any(
+        other is not p and other.isolation == p.isolation and len(other.tokens) > len(p.tokens)
+        and other.tokens[:len(p.tokens)] == p.tokens for other in prompts)]
+
+
+def cached_prompts(saved: list[SavedPrompt]) -> list[CachedPrompt]:
+    """Saved prompts as RAM prompt cache entries, marked as read from disk."""
+    return [CachedPrompt(list(p.tokens), [tuple(shift) for shift in p.shifts], p.isolation, p.affinity, p.state,
+                         [Checkpoint(c.tokens, c.data) for c in p.checkpoints], origin="disk")
+            for p in saved]
+
+
 def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> list[SavedPrompt]:
     """The slots' caches worth keeping, most recently used first."""
     prompts = []
@@ -109,7 +137,8 @@ def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> list[Save
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, slot.id)
         if written:
             prompts.append(SavedPrompt(list(slot.tokens), list(slot.shifts), slot.isolation, slot.affinity,
-                                       bytes(buffer)[:written]))
+                                       bytes(buffer)[:written],
+                                       [SavedCheckpoint(c.tokens, c.data) for c in slot.checkpoints]))
     return prompts
 
 
@@ -124,5 +153,20 @@ def restore_slots(ctx: llama_cpp.llama_context_p, slots: list[Slot], prompts: li
             continue
         slot.tokens, slot.shifts = list(saved.tokens), [tuple(shift) for shift in saved.shifts]
         slot.isolation, slot.affinity = saved.isolation, saved.affinity
+        slot.checkpoints = [Checkpoint(c.tokens, c.data) for c in saved.checkpoints]
         restored += len(saved.tokens)
     return restored
+
+
+def warm_start(ctx: llama_cpp.llama_context_p, slots: list[Slot], cache: PromptCache | None,
+               saved: list[SavedPrompt], name: str) -> None:
+    """What the disk store kept for a model: into its RAM prompt cache, or straight into its slots
+    without one."""
+    if cache is None:
+        if restored := restore_slots(ctx, slots, saved):
+            log.info("%s: %d cached prompt tokens restored into the slots from disk", name, restored)
+        return
+    kept = [entry for entry in cached_prompts(saved) if cache.put(entry)]
+    if kept:
+        log.info("%s: %d cached prompts (%d tokens) read from disk into the RAM prompt cache", name, len(kept),
+                 sum(len(entry.tokens) for entry in kept))

@@ -33,7 +33,9 @@ class Sequence:
 
     __slots__ = (
         "budget",
+        "cache_source",
         "cached",
+        "checkpoint_at",
         "choice",
         "decoder",
         "draft",
@@ -61,7 +63,10 @@ class Sequence:
     )
 
     def __init__(self, slot: Slot, waiting: Waiting, sampler: SamplerChain, cached: int, auto_draft: bool,
-                 draft_model: DraftTrust | None = None):
+                 draft_model: DraftTrust | None = None, *, may_draft: bool = True, cache_source: str = "",
+                 checkpoint_at: list[int] | None = None):
+        """`may_draft`: False where drafted tokens the model rejects could not be taken out of the
+        slot again (a recurrent state): no drafter at all, not even for a request's prediction."""
         self.slot = slot
         self.handle = waiting.handle
         self.choice = waiting.choice
@@ -71,6 +76,8 @@ class Sequence:
         self.max_tokens = waiting.prompt.max_tokens
         self.fed = cached  # prompt tokens in the slot's cache so far
         self.cached = cached  # of which reused from an earlier request
+        self.cache_source = cache_source  # where those came from: "slot", "checkpoint", "ram", "disk"
+        self.checkpoint_at = checkpoint_at or []  # prompt points still to save a checkpoint at, ascending
         self.sampler = sampler
         self.decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self.stops = StopMatcher(waiting.handle.job.stop)
@@ -88,7 +95,7 @@ class Sequence:
         draft = waiting.handle.job.draft
         # A request's prediction wins; a draft model drafts where the prompt lookup has nothing
         lookup = LookupDrafter(self.prompt) if auto_draft else None
-        self.drafter: Drafter | LookupDrafter | ModelDrafter | None = (
+        self.drafter: Drafter | LookupDrafter | ModelDrafter | None = None if not may_draft else (
             Drafter(draft) if draft else ModelDrafter(slot, lookup, draft_model) if draft_model else lookup)
         self.draft: tuple[int, ...] = ()  # drafted tokens in this step's batch, after `output_row`
         self.drafted = 0

@@ -83,6 +83,7 @@ class ModelSpec:
     pooling: Pooling | None = None  # how it embeds; None: the model's own (last-token for a generative model)
     mmproj: Path | None = None  # the multimodal projector that lets it read images
     cache_type: str | None = None  # the KV cache's element type; None: the engine options'
+    swa_full: bool | None = None  # sliding-window layers keep the whole context; None: the engine options'
     draft: str | None = None  # "auto" or "off": automatic drafts by prompt lookup; None: the engine options'
     draft_model: Path | None = None  # a smaller model of the same vocabulary that drafts for it (--draft-model)
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers (backends/rpc.py)

@@ -36,6 +36,7 @@ class ChatFormat:
         turn_stop = _turn_stop(_turn_end(self.template), special_tokens)
         self.turn_stops: tuple[str, ...] = (turn_stop,) if turn_stop else ()
         """Stop sequences every chat request gets (see `_turn_stop`)."""
+        self._generation_prompts: dict[tuple[object, ...], str | None] = {}
 
     def render(self, messages: list[dict[str, Any]], reasoning: ReasoningRequest = NO_REASONING_CONTROLS,
                *, tools: list[dict[str, Any]] | None = None) -> str:
@@ -53,6 +54,22 @@ class ChatFormat:
                 messages = with_tools_described(messages, tools, self.tool_syntax.opener)
         prompt = self.template.render(messages, add_generation_prompt=True, **variables)
         return self.family.finish_prompt(prompt, reasoning)
+
+    def generation_prompt(self, reasoning: ReasoningRequest = NO_REASONING_CONTROLS) -> str | None:
+        """The text the template writes for the answer to follow (`<|im_start|>assistant\n`), as a
+        one-message chat shows it; None when the template does not add it at the end."""
+        key = (reasoning.effort, reasoning.history, reasoning.given)
+        if key not in self._generation_prompts:
+            probe = [{"role": "user", "content": "Hello."}]
+            try:
+                whole = self.render(probe, reasoning)
+                messages, variables = self.family.prepare(self.tool_syntax.history(probe), reasoning)
+                bare = self.template.render(messages, add_generation_prompt=False, **variables)
+            except (ReasoningError, TemplateRenderError):
+                bare = whole = ""
+            self._generation_prompts[key] = whole[len(bare):] if len(whole) > len(bare) and whole.startswith(
+                bare) else None
+        return self._generation_prompts[key]
 
     def reasoning_budget(self, prompt: str, reasoning: ReasoningRequest) -> tuple[str | None, str, str] | None:
         """(start marker or None when the prompt opened the block, end marker, forced closing

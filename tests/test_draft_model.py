@@ -73,14 +73,19 @@ def test_the_banner_names_the_pairing(server) -> None:
 
 
 def test_greedy_answers_are_the_plain_models_in_one_stream(server) -> None:
+    drafted = 0
     for prompt in PROMPTS[:2]:
         plain = complete(server, "plain", prompt)
         assert "speculation-generated-tokens" not in plain["perf_metrics"]
         exact, cut_answer = complete(server, "exact", prompt), complete(server, "cut", prompt)
         assert tokens(exact) == tokens(plain) and tokens(cut_answer) == tokens(plain)
         metrics = exact["perf_metrics"]
-        assert metrics["speculation-generated-tokens"] > 0
-        assert metrics["speculation-acceptance"] >= 0.9  # its own guesses: nearly all kept
+        # the draft proposes only where it is sure (p >= 0.75): on some CPUs' rounding SmolLM2 is
+        # unsure of every token of one of these answers, never of both
+        drafted += metrics["speculation-generated-tokens"]
+        if metrics["speculation-generated-tokens"]:
+            assert metrics["speculation-acceptance"] >= 0.9  # its own guesses: nearly all kept
+    assert drafted > 0
 
 
 def test_greedy_answers_are_the_plain_models_in_four_streams(server) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -162,6 +163,7 @@ def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchang
     """Real engine, no HTTP: a sequence moved into a gap keeps generating the same text."""
     from backends.engine import Engine, EngineOptions
     from backends.jobs import (
+        CacheKeys,
         ChoiceFinished,
         GenerationJob,
         PromptSpec,
@@ -194,12 +196,14 @@ def test_a_gap_between_busy_slots_is_closed_and_the_moved_stream_goes_on_unchang
     prompts = ["Once upon a time, in a quiet village,", "The recipe calls for flour and", "In the year 3000, robots"]
 
     async def scenario() -> tuple[str, str, list[int]]:
-        alone = await text_of(engine.submit(job(prompts[2], 60)))
-        handles = [engine.submit(job(p, 60)) for p in prompts]
+        handles = [engine.submit(job(p, 60)) for p in prompts]  # into slots 0, 1 and 2
         first, second, third = (asyncio.create_task(text_of(h, 5 if i == 1 else None)) for i, h in enumerate(handles))
         await second  # the middle stream leaves: a gap opens between the other two
         texts = await asyncio.gather(first, third)
-        return alone, texts[1], list(engine._slots[1].tokens)
+        slot1 = list(engine._slots[1].tokens)
+        # the third prompt alone, prefilled anew (its cached prompt is isolated away)
+        alone = await text_of(engine.submit(replace(job(prompts[2], 60), cache=CacheKeys(isolation="alone"))))
+        return alone, texts[1], slot1
 
     third = model.tokenize(prompts[2], add_special=True, parse_special=True)
     try:

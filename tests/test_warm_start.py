@@ -1,6 +1,6 @@
-"""A warm start: the slots' prompt caches saved at shutdown and restored on the next start
-(`backends/prompt_store.py`), on the real SmolLM2 behind real servers of their own: each test
-stops and starts them."""
+"""A warm start: the slots' prompt caches (and the RAM prompt cache's entries) saved at shutdown
+and read back on the next start (`backends/prompt_store.py`), on the real SmolLM2 behind real
+servers of their own: each test stops and starts them."""
 
 from __future__ import annotations
 
@@ -35,8 +35,12 @@ def data_dir(tmp_path, monkeypatch) -> Path:
     return tmp_path / "data"
 
 
-def test_a_restart_keeps_the_prompt_cache_and_its_answers(data_dir, model_path):
-    server = start_server("--model", str(model_path), *ARGS)
+@pytest.mark.parametrize(("more", "said", "source"), [
+    ((), "read from disk into the RAM prompt cache", "disk"),
+    (("--cache-ram", "0"), "restored into the slots from disk", "slot"),  # no RAM cache: straight into a slot
+])
+def test_a_restart_keeps_the_prompt_cache_and_its_answers(data_dir, model_path, more, said, source):
+    server = start_server("--model", str(model_path), *ARGS, *more)
     try:
         _, _, cold = _ask(server, "What is a cat?")
         second, prompt_tokens, warm = _ask(server, "What is a dog?")
@@ -44,14 +48,15 @@ def test_a_restart_keeps_the_prompt_cache_and_its_answers(data_dir, model_path):
         stop_server(server)
     assert cold == 0 and warm > 0.8 * prompt_tokens  # the shared system prompt was reused
     saved, = (data_dir / "prompt-cache").glob("*.prompts")
-    server = start_server("--model", str(model_path), *ARGS)
+    server = start_server("--model", str(model_path), *ARGS, *more)
     log = server.output
     try:
         again, tokens, restored = _ask(server, "What is a dog?")
         _, _, shared = _ask(server, "What is a horse?")
     finally:
         stop_server(server)
-    assert log.wait_for(lambda line: "cached prompt tokens restored" in line)
+    assert log.wait_for(lambda line: said in line)
+    assert log.wait_for(lambda line: f"cached_from={source}" in line)  # the request log says where they came from
     assert (again, tokens) == (second, prompt_tokens)  # the restored cache gives the same greedy answer
     assert restored == prompt_tokens - 1 and shared > 0.8 * prompt_tokens
     assert saved.exists()

@@ -20,6 +20,8 @@ from app.cli.model_options import (
 from app.cli.placement_options import add_placement_options
 from app.settings import security
 from app.settings.api import DEFAULT_MAX_LOGPROBS
+from backends.checkpoints import DEFAULT_LIMIT as DEFAULT_CHECKPOINTS
+from backends.checkpoints import DEFAULT_MIN_STEP
 from backends.settings import (
     CACHE_TYPES,
     DEFAULT_CACHE_TYPE,
@@ -27,6 +29,8 @@ from backends.settings import (
 )
 
 DEFAULT_PROMPT_CACHE_DISK = "1GiB"
+DEFAULT_CACHE_RAM_SHARE = 0.25  # of the memory free at start-up ...
+DEFAULT_CACHE_RAM_MOST = 8 << 30  # ... and at most this (llama-server's default --cache-ram)
 
 
 def _positive(value: str) -> int:
@@ -69,6 +73,19 @@ def add_command(commands: argparse._SubParsersAction) -> None:
     serve.add_argument("--prompt-cache-disk", default=None, metavar="SIZE",
                        help="keep the slots' prompt caches on disk across restarts and unloads, at most SIZE in all "
                             f"(default {DEFAULT_PROMPT_CACHE_DISK}; 0: keep none)")
+    serve.add_argument("--cache-ram", default=None, metavar="SIZE",
+                       help="a prompt cache in host memory, shared by the models: a slot taken for another "
+                            "conversation moves its state there, and a later prompt that extends it is restored "
+                            "instead of prefilled (default: a quarter of the free memory, at most 8GiB; 0: none)")
+    serve.add_argument("--swa-full", action="store_true",
+                       help="sliding-window layers (Gemma, gpt-oss...) keep the whole context rather than their "
+                            "window (more memory; config swa_full per model)")
+    serve.add_argument("--ctx-checkpoints", type=int, default=DEFAULT_CHECKPOINTS, metavar="N",
+                       help="per slot, states of the layers whose cache cannot be cut back (recurrent and "
+                            "sliding-window ones) kept at points of each prompt, so a prompt that diverges inside "
+                            f"a slot prefills from the latest one before it (default {DEFAULT_CHECKPOINTS}; 0: none)")
+    serve.add_argument("--checkpoint-min-step", type=_positive, default=DEFAULT_MIN_STEP, metavar="TOKENS",
+                       help=f"tokens between checkpoints inside a long prompt (default {DEFAULT_MIN_STEP})")
     serve.add_argument("--cache-type", choices=list(CACHE_TYPES), default=DEFAULT_CACHE_TYPE,
                        help="the KV cache's element type: q8_0 takes about half of f16's memory, q4_0 about a "
                             "quarter, each with a small loss of quality (see tests/bench/bench_kv_cache.py)")
@@ -134,12 +151,27 @@ def run(args: argparse.Namespace) -> int:
         budget = args.memory_budget if args.memory_budget is not None else config.memory_budget
         memory_budget = parse_size(budget, "--memory-budget") if budget is not None else None
         prompt_cache_bytes = _prompt_cache_bytes(args.prompt_cache_disk, config.prompt_cache_disk)
+        ram_bytes = cache_ram_bytes(args.cache_ram, config.cache_ram)
     except ConfigError as error:
         print(f"fireside: {error}", file=sys.stderr)
         return 1
     from app.cli.serving import serve_models
 
-    return serve_models(args, config, security_settings, memory_budget, prompt_cache_bytes)
+    return serve_models(args, config, security_settings, memory_budget, prompt_cache_bytes, ram_bytes)
+
+
+def cache_ram_bytes(given: str | None, configured: int | None) -> int:
+    """The RAM prompt cache's budget (0: none): `--cache-ram`, else the config's `cache_ram`, else
+    a quarter of the memory free now, at most 8 GiB."""
+    from app.settings.config import parse_size
+    from backends.memory import available_memory
+
+    if given is not None:
+        return 0 if given.strip() == "0" else parse_size(given, "--cache-ram")
+    if configured is not None:
+        return configured
+    free = available_memory()
+    return min(DEFAULT_CACHE_RAM_MOST, int((free or 0) * DEFAULT_CACHE_RAM_SHARE))
 
 
 def _prompt_cache_bytes(given: str | None, configured: int | None) -> int:

@@ -30,7 +30,9 @@ from app.settings.locations import data_dir
 from app.settings.security import SecuritySettings, describe
 from backends import cpu_repack
 from backends.cpu_repack import REPACK_VERDICTS, RepackPolicy, RepackVerdicts, repack_fallback
+from backends.checkpoints import CheckpointOptions
 from backends.engine import EngineOptions
+from backends.prompt_cache import RamBudget
 from backends.fit_inputs import FitLimits
 from backends.kv_cache import engine_kv
 from backends.llama_model import ModelLoadError, ModelOptions
@@ -45,12 +47,12 @@ if TYPE_CHECKING:
 
 
 def serve_models(args: argparse.Namespace, config: Config, security_settings: SecuritySettings,
-                 memory_budget: int | None, prompt_cache_bytes: int) -> int:
+                 memory_budget: int | None, prompt_cache_bytes: int, cache_ram_bytes: int = 0) -> int:
     """Load the command line's and `config`'s models, print what is served where, and serve them;
     1 when a model cannot load, else 0 once a signal stopped the server."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     logging.getLogger("fireside.llama").setLevel(logging.DEBUG if args.verbose else logging.CRITICAL)
-    options = engine_options(args, prompt_cache_bytes)
+    options = engine_options(args, prompt_cache_bytes, cache_ram_bytes)
     cpu_repack.configure(RepackPolicy(RepackVerdicts(data_dir() / REPACK_VERDICTS),
                                       enabled=not args.no_repack and config.cpu_repack))
     try:
@@ -148,14 +150,16 @@ def _configured_spec(entry: ModelEntry) -> ModelSpec:
     return served_spec(entry)
 
 
-def engine_options(args: argparse.Namespace, prompt_cache_bytes: int = 0) -> EngineOptions:
+def engine_options(args: argparse.Namespace, prompt_cache_bytes: int = 0, cache_ram_bytes: int = 0) -> EngineOptions:
     """The command line's engine settings; the slots' prompt caches kept on disk when
-    `prompt_cache_bytes` is more than 0."""
+    `prompt_cache_bytes` is more than 0, in a RAM prompt cache when `cache_ram_bytes` is."""
     saved = StoreOptions(data_dir() / "prompt-cache", prompt_cache_bytes) if prompt_cache_bytes > 0 else None
     return EngineOptions(
         ctx_size=max(0, args.ctx_size), parallel=args.parallel, max_queue=args.max_queue,
         threads=args.threads or physical_cores(), adaptive_threads=args.threads is None, cache_type=args.cache_type,
         auto_draft=args.draft == "auto", draft_model_always=args.draft_model_always, saved_prompts=saved,
+        swa_full=args.swa_full, checkpoints=CheckpointOptions(max(0, args.ctx_checkpoints), args.checkpoint_min_step),
+        ram_cache=RamBudget(cache_ram_bytes) if cache_ram_bytes > 0 else None,
     )
 
 

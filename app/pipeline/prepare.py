@@ -33,6 +33,7 @@ from app.pipeline.plan import Conversation, RequestPlan, Sampling
 from app.pipeline.prompts import (
     Fragments,
     Prompt,
+    answer_start,
     chat_prompt,
     check_token_ids,
     written_prompts,
@@ -119,17 +120,19 @@ async def prepare(plan: RequestPlan, served: ServedModel, media: MediaPolicy = D
         if encoded:
             prompts[0] = place_images(served, prompts[0], encoded, plan.input.images)
         budget = reasoning_budget(model, chat, prompts[0].text, reasoning)
+        hints = [answer_start(model, chat, prompts[0], reasoning)]
     else:
         prompts = written_prompts(plan.input.prompts, model, plan.input.keep_last)
         for i, refs in enumerate(plan.input.images):
             if refs:
                 prompts[i] = written_image_prompt(model, prompts[i], await encode_images(served, refs, media), i)
         budget = written_reasoning_budget(served, plan.reasoning, [p.text for p in prompts])
+        hints = [() for _ in prompts]
     requested = plan.max_tokens if plan.max_tokens is not None else served.defaults.get("max_tokens")
     specs = tuple(PromptSpec(tuple(p.tokens), fit_max_tokens(len(p.tokens), requested, plan.default_max_tokens,
                                                              served.engine.ctx_size, plan.overflow,
-                                                             limit=served.engine.request_limit), p.images)
-                  for p in prompts)
+                                                             limit=served.engine.request_limit), p.images, hint)
+                  for p, hint in zip(prompts, hints, strict=True))
     if chat is not None:
         assert isinstance(plan.input, Conversation)
         constraint = await asyncio.to_thread(_chat_constraint, served, chat, plan, prompts[0].text)

@@ -100,6 +100,17 @@ def chat_prompt(model: LlamaModel, chat: ChatFormat, conversation: Conversation,
     return Prompt(fragment_tokens(model, rendered.fragments), rendered.text, rendered.fragments, truncation)
 
 
+def answer_start(model: LlamaModel, chat: ChatFormat, prompt: Prompt, reasoning: ReasoningRequest) -> tuple[int, ...]:
+    """Where a chat prompt's generation prompt starts, in tokens (none when unknown): the next
+    turn renders the conversation up to there, then this turn's answer. A model whose cache cannot
+    be cut back saves a checkpoint there (backends/checkpoints.py)."""
+    suffix = chat.generation_prompt(reasoning)
+    if not suffix or not prompt.text.endswith(suffix):
+        return ()
+    count = len(model.tokenize(suffix, add_special=False, parse_special=True))
+    return (len(prompt.tokens) - count,) if 0 < count < len(prompt.tokens) else ()
+
+
 def _token_prompt(model: LlamaModel, tokens: tuple[int, ...]) -> Prompt:
     """`prompt_token_ids`: the prompt as given, no template; its text only tells the output parser
     where the prompt left off (inside a reasoning block, say)."""

@@ -39,6 +39,7 @@ class UsageCounter:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached_tokens: int = 0
+    cache_sources: set[str] = field(default_factory=set)  # where cached tokens came from (slot, checkpoint, ram, disk)
     draft_tokens: int = 0
     draft_accepted: int = 0
     draft_kept: int = 0  # drafted tokens the output kept, over all choices
@@ -53,6 +54,8 @@ class UsageCounter:
         if event.choice % self.n == 0:
             self.prompt_tokens += event.prompt_tokens
             self.cached_tokens += event.cached_tokens
+            if event.cache_source:
+                self.cache_sources.add(event.cache_source)
         self.completion_tokens += event.completion_tokens
         self.generated[event.choice] = event.completion_tokens
         self.draft_tokens += event.draft_tokens

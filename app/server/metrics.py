@@ -20,6 +20,9 @@ Metrics (labels in braces):
   `fireside_kv_cache_bytes{model}` and `fireside_kv_cache_used_bytes{model}` gauges
 - `fireside_prefix_cache_hit_ratio{model}` gauge: cached / prompt tokens since start (the two
   counters above give it over any window: `rate(cached) / rate(prompt)`)
+- `fireside_checkpoints{model}`, `fireside_checkpoint_bytes{model}`, `fireside_ram_cache_entries{model}`,
+  `fireside_ram_cache_bytes{model}`, `fireside_ram_cache_hits{model}`, `fireside_ram_cache_hit_ratio{model}`
+  and `fireside_reused_prompt_tokens{model,source}` (source: slot, checkpoint, ram, disk) gauges
 """
 
 from __future__ import annotations
@@ -84,6 +87,7 @@ class EngineCollector(Collector):
             kv_total.add_metric([served.id], whole.bytes)
             kv_used.add_metric([served.id], used.bytes)
         yield from (queue, busy, total, loaded, kv_total, kv_used)
+        yield from _cache_gauges(models)
         yield GaugeMetricFamily("fireside_models_loaded", "Models loaded now", value=len(models))
         ratio = GaugeMetricFamily("fireside_prefix_cache_hit_ratio",
                                   "Prompt tokens served from the prefix cache / prompt tokens, since start",
@@ -92,6 +96,33 @@ class EngineCollector(Collector):
             if prompt:
                 ratio.add_metric([model], cached / prompt)
         yield ratio
+
+
+def _cache_gauges(models: list[ServedModel]) -> Iterator[Metric]:
+    """Checkpoints, the RAM prompt cache and where cached prompt tokens came from, per model."""
+    gauges = {name: GaugeMetricFamily(f"fireside_{name}", text, labels=["model"]) for name, text in (
+        ("checkpoints", "Context checkpoints the slots hold (for caches that cannot be cut back)"),
+        ("checkpoint_bytes", "Bytes of the slots' context checkpoints"),
+        ("ram_cache_entries", "Prompts kept in the RAM prompt cache"),
+        ("ram_cache_bytes", "Bytes of the RAM prompt cache"),
+        ("ram_cache_hits", "Prompts restored from the RAM prompt cache since start"),
+        ("ram_cache_hit_ratio", "RAM prompt cache hits / lookups (prompts no slot held enough of) since start"))}
+    reused = GaugeMetricFamily("fireside_reused_prompt_tokens", "Cached prompt tokens since start by where they "
+                               "came from: slot, checkpoint, ram, disk", labels=["model", "source"])
+    for served in models:
+        states = served.engine.load().states
+        if states is None:
+            continue
+        for name, value in (("checkpoints", states.checkpoints), ("checkpoint_bytes", states.checkpoint_bytes),
+                            ("ram_cache_entries", states.ram_entries), ("ram_cache_bytes", states.ram_bytes),
+                            ("ram_cache_hits", states.ram_hits)):
+            gauges[name].add_metric([served.id], value)
+        if states.ram_lookups:
+            gauges["ram_cache_hit_ratio"].add_metric([served.id], states.ram_hits / states.ram_lookups)
+        for source, tokens in sorted(states.reused.items()):
+            reused.add_metric([served.id, source], tokens)
+    yield from gauges.values()
+    yield reused
 
 
 class Metrics:

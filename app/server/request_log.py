@@ -7,7 +7,8 @@ when the request ends.
 The line, with fields left out when they do not apply (no generation ran, no user given, ...):
 
     request id=req-3f2a... method=POST route=/v1/chat/completions status=200 model=smollm2
-      response_id=chatcmpl-... stream=false prompt_tokens=31 cached_tokens=0 completion_tokens=16
+      response_id=chatcmpl-... stream=false prompt_tokens=31 cached_tokens=20 cached_from=checkpoint
+      completion_tokens=16
       ttft_ms=41.2 total_ms=230.4 disconnected=false user=alice metadata="{\"team\":\"a\"}"
       error="..." prompt="..." output="..."
 
@@ -85,7 +86,9 @@ def fields(record: RequestRecord) -> dict[str, Any]:
         assert counter is not None and record.job is not None
         ttft = record.ttft
         out.update(stream=record.job.stream, prompt_tokens=counter.prompt_tokens,
-                   cached_tokens=counter.cached_tokens, completion_tokens=counter.completion_tokens,
+                   cached_tokens=counter.cached_tokens,
+                   cached_from=",".join(sorted(counter.cache_sources)) or None,  # slot, checkpoint, ram, disk
+                   completion_tokens=counter.completion_tokens,
                    drafted_tokens=counter.draft_tokens or None,  # checked in batches (a prediction, prompt lookup, a draft model)
                    accepted_draft_tokens=counter.draft_kept if counter.draft_tokens else None,
                    ttft_ms=ttft * 1000 if ttft is not None else None)

@@ -5,6 +5,7 @@ max_loaded = 2              # models kept loaded at once (least recently used un
 memory_budget = "12GiB"     # bytes the loaded models may take together
 gpu_memory = "10GiB"        # the most each GPU may take for the models (default: its free memory less 1 GiB)
 prompt_cache_disk = "1GiB"  # slots' prompt caches kept on disk across restarts ("0": none)
+cache_ram = "4GiB"          # the prompt cache in host memory ("0": none; default: a quarter of free memory, <= 8GiB)
 cpu_repack = false          # load without llama.cpp's extra CPU buffer types (AMX, repacked weights; --no-repack)
 
 [[models]]
@@ -14,6 +15,7 @@ aliases = ["qwen"]
 context_size = 8192        # tokens per request (0: the model's own, at most 4096)
 gpu_layers = "auto"        # a number, -1 for all, or "auto" (default): the fit, experts to the CPU first
 cache_type = "q8_0"        # the KV cache's element type: f16 (default), q8_0 or q4_0 (less memory)
+swa_full = true            # sliding-window layers (Gemma, gpt-oss) keep every position (default: their window)
 draft = "off"              # automatic drafts by prompt lookup: "auto" (default) or "off"
 draft_model = "Qwen/.../qwen2.5-0.5b-instruct-q8_0.gguf"  # a small model of the same vocabulary drafts for it
 chat_template = "templates/qwen.jinja"             # replaces the GGUF's own (relative to this file)
@@ -108,6 +110,7 @@ class ModelEntry:
     mmproj: Path | None = None
     pooling: str | None = None  # a `backends.embedder.Pooling` name
     cache_type: str | None = None  # the KV cache's element type; None: --cache-type
+    swa_full: bool | None = None  # sliding-window layers keep the whole context; None: --swa-full
     draft: str | None = None  # automatic drafts, "auto" or "off"; None: --draft
     draft_model: Path | None = None  # absolute
     rpc: tuple[Endpoint, ...] = ()  # RPC workers whose devices take its layers
@@ -130,6 +133,7 @@ class Config:
     max_loaded: int | None = None
     memory_budget: int | None = None  # bytes
     prompt_cache_disk: int | None = None  # bytes
+    cache_ram: int | None = None  # bytes of the RAM prompt cache (`--cache-ram`)
     gpu_memory: int | None = None  # bytes each offload device may take (`--gpu-memory`)
     cpu_repack: bool = True  # false: no model uses llama.cpp's extra CPU buffer types (`--no-repack`)
 
@@ -186,12 +190,12 @@ def _path(value: Any, base: Path, where: str) -> Path:
 
 
 MODEL_KEYS = frozenset({"id", "file", "aliases", "context_size", "gpu_layers", "chat_template", "keep_alive",
-                        "sampling", "mmproj", "pooling", "cache_type", "draft", "draft_model", "rpc", "tensor_split",
-                        "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
+                        "sampling", "mmproj", "pooling", "cache_type", "swa_full", "draft", "draft_model", "rpc",
+                        "tensor_split", "upstream", "api_key_env", "model", "base", "lora", "lora_scale", "cpu_moe", "n_cpu_moe",
                         "override_tensor"})
 ADAPTER_KEYS = ("id", "aliases", "base", "lora", "lora_scale", "keep_alive", "sampling", "chat_template")
 TOP_LEVEL_KEYS = frozenset({"models", "max_loaded", "memory_budget", "prompt_cache_disk", "gpu_memory",
-                            "cpu_repack"})
+                            "cpu_repack", "cache_ram"})
 
 
 def _unknown(names: Any, known: frozenset[str]) -> tuple[str, str] | None:
@@ -231,6 +235,9 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
     cache_type = raw.get("cache_type")
     if cache_type is not None and cache_type not in CACHE_TYPES:
         raise ConfigError(f"{where('cache_type')}: cache_type is one of {', '.join(CACHE_TYPES)}, got {cache_type!r}")
+    swa_full = raw.get("swa_full")
+    if swa_full is not None and not isinstance(swa_full, bool):
+        raise ConfigError(f"{where('swa_full')}: swa_full is true or false")
     draft = raw.get("draft")
     if draft is not None and draft not in DRAFT_MODES:
         raise ConfigError(f"{where('draft')}: draft is one of {', '.join(DRAFT_MODES)}, got {draft!r}")
@@ -263,6 +270,7 @@ def _entry(raw: Any, index: int, places: Places) -> ModelEntry:
         mmproj=_path(raw["mmproj"], models_dir(), where("mmproj")) if "mmproj" in raw else None,
         pooling=pooling,
         cache_type=cache_type,
+        swa_full=swa_full,
         draft=draft,
         draft_model=_path(raw["draft_model"], models_dir(), where("draft_model")) if "draft_model" in raw else None,
         rpc=rpc,
@@ -321,7 +329,7 @@ def _adapter(raw: dict[str, Any], model_id: str, where: Callable[..., str]) -> t
 
 # what only a model loaded here has: none of it applies to one that runs upstream
 LOCAL_KEYS = ("file", "context_size", "gpu_layers", "chat_template", "keep_alive", "mmproj", "pooling", "cache_type",
-              "draft", "draft_model", "rpc", "tensor_split", "cpu_moe", "n_cpu_moe", "override_tensor")
+              "swa_full", "draft", "draft_model", "rpc", "tensor_split", "cpu_moe", "n_cpu_moe", "override_tensor")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -420,12 +428,16 @@ def load_config(path: Path | None = None) -> Config:
     if disk is not None:
         disk = 0 if disk in (0, "0") else parse_size(disk, places.where(("prompt_cache_disk",)))  # 0: keep none
     gpu_memory = document.get("gpu_memory")
+    ram = document.get("cache_ram")
+    if ram is not None:
+        ram = 0 if ram in (0, "0") else parse_size(ram, places.where(("cache_ram",)))
     repack = document.get("cpu_repack", True)
     if not isinstance(repack, bool):
         raise ConfigError(f"{places.where(('cpu_repack',))}: cpu_repack is true or false")
     return Config(path, models, max_loaded,
-                  parse_size(budget, places.where(("memory_budget",))) if budget is not None else None, disk,
-                  parse_size(gpu_memory, places.where(("gpu_memory",))) if gpu_memory is not None else None, repack)
+                  memory_budget=parse_size(budget, places.where(("memory_budget",))) if budget is not None else None,
+                  prompt_cache_disk=disk, cache_ram=ram, cpu_repack=repack,
+                  gpu_memory=parse_size(gpu_memory, places.where(("gpu_memory",))) if gpu_memory is not None else None)
 
 
 def _document(path: Path) -> tomlkit.TOMLDocument:
@@ -491,7 +503,7 @@ def served_spec(entry: ModelEntry) -> ModelSpec:
                      base=entry.base, lora_scale=entry.lora_scale, tensor_overrides=entry.tensor_overrides,
                      gpu_layers=entry.gpu_layers, keep_alive=entry.keep_alive, sampling=entry.sampling,
                      pooling=Pooling[entry.pooling] if entry.pooling is not None else None, mmproj=entry.mmproj,
-                     cache_type=entry.cache_type, draft=entry.draft, draft_model=entry.draft_model, rpc=entry.rpc, tensor_split=entry.tensor_split,
+                     cache_type=entry.cache_type, swa_full=entry.swa_full, draft=entry.draft, draft_model=entry.draft_model, rpc=entry.rpc, tensor_split=entry.tensor_split,
                      upstream=entry.upstream, eager=False, reread=reread)
 
 
