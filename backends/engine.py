@@ -125,11 +125,14 @@ class Engine:
         """`draft`: a draft model (`--draft-model`) the engine drafts with and closes with itself."""
         self.model = model
         self.options = options
+        self._slots = [Slot(i) for i in range(options.parallel)]
+        self._states = SlotStates(model, options.checkpoints, None, swa_full=options.swa_full)
         self._pool = KvPool(model, ctx_size=options.ctx_size, parallel=options.parallel,
                             batch_size=options.batch_size, threads=options.threads, cache_type=options.cache_type,
-                            swa_full=options.swa_full)
-        self._states = SlotStates(model, options.checkpoints,
-                                  PromptCache(options.ram_cache) if options.ram_cache else None, swa_full=options.swa_full)
+                            swa_full=options.swa_full, before_switch=self._states.keep_all)
+        self._states.attach(self._slots, lambda: self._pool.unified)
+        if options.ram_cache:
+            self._states.cache = PromptCache(options.ram_cache, self._states.checkpoint_bytes)
         if draft is not None and not self._states.can_roll_back:
             log.warning("%s: no draft model (%s): a recurrent state cannot take back the drafts it rejects",
                         model.path.name, draft.path.name)
@@ -152,7 +155,6 @@ class Engine:
             apply=lambda n: llama_cpp.llama_set_n_threads(self._ctx, n, n),
             idle_seconds=cpu_idle_seconds() if options.adaptive_threads else None,
         )
-        self._slots = [Slot(i) for i in range(options.parallel)]
         self._prefill_budget = PrefillBudget()  # prompt tokens a step takes beside decoding streams
         self._decoding = self._prefilled = 0  # this step's decoding rows and prefilled prompt tokens
         self._prefill_turn = False  # this step prefills alone while streams wait (see `_fill_batch`)
@@ -267,7 +269,7 @@ class Engine:
         self._inbox.put(None)
         self._thread.join()
         if self._store is not None:
-            self._store.save(saved_prompts(self._ctx, self._slots, self._states.cache))
+            self._store.save(saved_prompts(self._ctx, self._slots, self._states.cache, self._pool.unified))
         if self._states.cache is not None:
             self._states.cache.close()
         self._embeddings.close()

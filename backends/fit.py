@@ -74,6 +74,8 @@ class Room:
 @dataclass(frozen=True)
 class FitSettings:
     ctx_tokens: int  # KV cache cells: every slot's context
+    parallel: int = 1  # slots: each keeps its own sliding window and recurrent state
+    swa_full: bool = False  # sliding-window blocks keep every cell rather than their window
     gpu_layers: int | str = "auto"  # a number (-1: all) is taken as given; "auto" fits
     n_ubatch: int = DEFAULT_UBATCH
     kv_element_bytes: float = KV_ELEMENT_BYTES
@@ -166,8 +168,8 @@ class _Table:
 
 def _table(shape: ModelShape, rooms: Sequence[Room], settings: FitSettings) -> _Table:
     n = shape.n_layer
-    table = _Table(n, [0] * n, [0] * n, [int(v * settings.ctx_tokens * settings.kv_element_bytes)
-                                            for v in shape.kv_values_per_token],
+    table = _Table(n, [0] * n, [0] * n, list(shape.cache_bytes(settings.ctx_tokens, settings.parallel, settings.n_ubatch,
+                                                                 settings.kv_element_bytes, settings.swa_full)),
                    0, 0, {}, set(),
                    activations=FLOAT_BYTES * settings.n_ubatch * (4 * shape.n_embd + 2 * shape.n_ff),
                    logits=FLOAT_BYTES * settings.n_ubatch * shape.n_vocab)

@@ -72,7 +72,7 @@ def context_tokens(shape: ModelShape, ctx_size: int, parallel: int) -> int:
 def plan_load(path: Path, rooms: Sequence[Room], *, gpu_layers: GpuLayersSetting, ctx_size: int, parallel: int,
               cache_type: str, overrides: tuple[TensorOverride, ...] = (), tensor_split: tuple[float, ...] = (),
               n_ubatch: int = DEFAULT_UBATCH, limits: FitLimits | None = None,
-              check_host: bool = True, draft: Path | None = None) -> Plan:
+              check_host: bool = True, draft: Path | None = None, swa_full: bool = False) -> Plan:
     """The plan for loading the GGUF at `path` onto `rooms` and system memory (ggml's GGUF
     reader: `GgufError`, `NativeFunctionMissing` or OSError when it cannot read the file). A
     `draft` model goes to the GPUs with it: its weights and cache are kept free on each device."""
@@ -82,9 +82,9 @@ def plan_load(path: Path, rooms: Sequence[Room], *, gpu_layers: GpuLayersSetting
     reserved = 0
     if draft is not None and rooms:
         small = read_model_shape(draft)
-        reserved = sum(small.tensors.values()) + int(tokens * sum(small.kv_values_per_token) * CACHE_TYPES["f16"])
+        reserved = sum(small.tensors.values()) + sum(small.cache_bytes(tokens, parallel, n_ubatch, CACHE_TYPES["f16"]))
     settings = FitSettings(
-        ctx_tokens=tokens, reserved=reserved, gpu_layers=gpu_layers, n_ubatch=n_ubatch,
+        ctx_tokens=tokens, parallel=parallel, swa_full=swa_full, reserved=reserved, gpu_layers=gpu_layers, n_ubatch=n_ubatch,
         kv_element_bytes=CACHE_TYPES[cache_type], overrides=overrides, tensor_split=tensor_split,
         margin=limits.margin, gpu_memory=limits.gpu_memory,
         host_free=available_memory() if check_host else None,

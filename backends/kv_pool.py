@@ -18,7 +18,7 @@ one stream at 0.80x of the split cache.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import llama_cpp
 
@@ -33,8 +33,13 @@ log = logging.getLogger("fireside.engine")
 
 class KvPool:
     def __init__(self, model: LlamaModel, *, ctx_size: int, parallel: int, batch_size: int, threads: int,
-                 cache_type: str, swa_full: bool = False):
+                 cache_type: str, swa_full: bool = False,
+                 before_switch: Callable[[llama_cpp.llama_context_p, list[Slot]], bool] | None = None):
+        """`before_switch(ctx, slots)`: called before the context is made again in the other mode;
+        True when it kept the slots' caches elsewhere (the RAM prompt cache), so they need not
+        be carried over."""
         self._model = model
+        self._before_switch = before_switch
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = ctx_size * parallel
         params.n_batch = params.n_ubatch = batch_size
@@ -100,8 +105,11 @@ class KvPool:
 
     def _switch(self, slots: list[Slot]) -> None:
         """Make the context again in the other mode, with the slots' caches (all idle) carried over
-        where they fit."""
-        saved = slot_prompts(self.ctx, slots)
+        where they fit. A sequence's state names its context's cache streams (one per slot split,
+        one unified), and llama.cpp reads it back only into a context of as many: the caches are
+        kept in the RAM prompt cache where there is one, for when this mode comes back."""
+        kept = self._before_switch is not None and self._before_switch(self.ctx, slots)
+        saved = [] if kept else slot_prompts(self.ctx, slots, self.unified)
         for slot in slots:
             slot.clear()
         llama_cpp.llama_free(self.ctx)

@@ -45,7 +45,8 @@ class ModelLoader:
                              parallel=self.engine_options.parallel,
                              cache_type=spec.cache_type or self.engine_options.cache_type,
                              overrides=spec.tensor_overrides, tensor_split=spec.tensor_split,
-                             n_ubatch=self.engine_options.batch_size, limits=self.fit_limits, draft=spec.draft_model)
+                             n_ubatch=self.engine_options.batch_size, limits=self.fit_limits, draft=spec.draft_model,
+                             swa_full=self._swa_full(spec))
         except (GgufError, NativeFunctionMissing, OSError, ValueError) as error:
             log.warning("cannot plan where %s goes (%s): %s", spec.id, error,
                         "it loads in system memory" if spec.gpu_layers == "auto" else "loading it as configured")
@@ -117,9 +118,12 @@ class ModelLoader:
             shape = read_model_shape(spec.path)
         except (GgufError, NativeFunctionMissing, OSError, ValueError):
             return MemoryNeed(weights, 0, 0)
-        tokens = (spec.ctx_size or self.engine_options.ctx_size
-                  or min(shape.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * self.engine_options.parallel
+        parallel = self.engine_options.parallel
+        tokens = (spec.ctx_size or self.engine_options.ctx_size or min(shape.n_ctx_train or DEFAULT_CTX, DEFAULT_CTX)) * parallel
         element = CACHE_TYPES[spec.cache_type or self.engine_options.cache_type]
-        kv_cache = tokens * sum(shape.kv_values_per_token) * element
+        kv_cache = sum(shape.cache_bytes(tokens, parallel, self.engine_options.batch_size, element, self._swa_full(spec)))
         return MemoryNeed(weights, int(kv_cache), tokens)
+
+    def _swa_full(self, spec: ModelSpec) -> bool:
+        return self.engine_options.swa_full if spec.swa_full is None else spec.swa_full
 

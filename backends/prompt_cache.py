@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from backends.checkpoints import Checkpoint
@@ -34,6 +35,7 @@ class CachedPrompt:
     state: bytes  # llama.cpp's whole sequence state
     checkpoints: list[Checkpoint] = field(default_factory=list)
     origin: str = "ram"  # "disk": read back at start-up and not used since
+    unified: bool = False  # saved from a unified cache (llama.cpp reads it back only into one)
     last_used: int = 0
 
     @property
@@ -42,8 +44,9 @@ class CachedPrompt:
 
 
 class RamBudget:
-    """Bytes every model's prompt cache may hold together; the least recently used entry of any
-    of them goes first."""
+    """Bytes every model's prompt cache and context checkpoints may hold together; the least
+    recently used entry of any of them goes first (a slot's checkpoints go only with its history,
+    or when nothing else is left to evict)."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = max_bytes
@@ -68,7 +71,7 @@ class RamBudget:
         if needed > self.max_bytes:
             return False
         with self._lock:
-            while sum(c.bytes for c in self._caches) + needed > self.max_bytes:
+            while sum(c.charged for c in self._caches) + needed > self.max_bytes:
                 oldest = min((c for c in self._caches if c.size), key=lambda c: c.oldest_use(), default=None)
                 if oldest is None:
                     return False
@@ -79,8 +82,11 @@ class RamBudget:
 class PromptCache:
     """One engine's entries (see the module's text)."""
 
-    def __init__(self, budget: RamBudget):
+    def __init__(self, budget: RamBudget, held_elsewhere: Callable[[], int] = lambda: 0):
+        """`held_elsewhere`: bytes the same engine holds against the budget besides its entries
+        (its slots' checkpoints)."""
         self.budget = budget
+        self._held_elsewhere = held_elsewhere
         self._lock = threading.Lock()
         self._entries: list[CachedPrompt] = []
         self.hits = 0  # prompts restored from here
@@ -96,6 +102,11 @@ class PromptCache:
     def bytes(self) -> int:
         with self._lock:
             return sum(entry.bytes for entry in self._entries)
+
+    @property
+    def charged(self) -> int:
+        """What this engine holds against the budget: its entries and its checkpoints."""
+        return self.bytes + self._held_elsewhere()
 
     def oldest_use(self) -> int:
         with self._lock:
@@ -114,7 +125,8 @@ class PromptCache:
             return False
         with self._lock:
             for other in self._entries:
-                if other.isolation == entry.isolation and len(other.tokens) >= len(entry.tokens) and (
+                if other.isolation == entry.isolation and other.unified == entry.unified and len(
+                        other.tokens) >= len(entry.tokens) and (
                         other.tokens[:len(entry.tokens)] == entry.tokens):
                     other.last_used = self.budget.tick()
                     return False
@@ -123,18 +135,20 @@ class PromptCache:
         entry.last_used = self.budget.tick()
         with self._lock:
             self._entries = [other for other in self._entries if not (
-                other.isolation == entry.isolation and len(other.tokens) < len(entry.tokens)
+                other.isolation == entry.isolation and other.unified == entry.unified
+                and len(other.tokens) < len(entry.tokens)
                 and entry.tokens[:len(other.tokens)] == other.tokens)]
             self._entries.append(entry)
         return True
 
-    def best(self, prompt: tuple[int, ...], isolation: str | None, most_tokens: int) -> tuple[CachedPrompt | None, int]:
+    def best(self, prompt: tuple[int, ...], isolation: str | None, most_tokens: int,
+             unified: bool) -> tuple[CachedPrompt | None, int]:
         """The entry sharing the longest prefix with `prompt` under `isolation` (that fits a slot of
-        `most_tokens`), and how long that prefix is."""
+        `most_tokens`, saved from a cache of the same mode), and how long that prefix is."""
         with self._lock:
             found, longest = None, 0
             for entry in self._entries:
-                if entry.isolation != isolation or len(entry.tokens) > most_tokens:
+                if entry.isolation != isolation or len(entry.tokens) > most_tokens or entry.unified != unified:
                     continue
                 shared = common_prefix_length(entry.tokens, prompt)
                 if shared > longest:

@@ -41,6 +41,7 @@ class SavedPrompt(msgspec.Struct, array_like=True):
     affinity: str | None
     state: bytes  # llama.cpp's sequence state (`llama_state_seq_get_data`)
     checkpoints: list[SavedCheckpoint] = []
+    unified: bool = False  # saved from a unified cache (llama.cpp reads it back only into one)
 
 
 @dataclass(frozen=True)
@@ -107,27 +108,29 @@ class PromptStore:
 MIN_SAVED_TOKENS = 32  # shorter caches cost less to prefill than to keep
 
 
-def saved_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot], cache: PromptCache | None) -> list[SavedPrompt]:
-    """What the disk store keeps: the slots' caches, then the RAM prompt cache's entries, each most
-    recently used first (a prompt another one extends is left out)."""
-    prompts = slot_prompts(ctx, slots)
+def saved_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot], cache: PromptCache | None,
+                  unified: bool = False) -> list[SavedPrompt]:
+    """What the disk store keeps: the slots' caches (`unified`: the context's mode), then the RAM
+    prompt cache's entries, each most recently used first (a prompt another one of the same mode
+    extends is left out)."""
+    prompts = slot_prompts(ctx, slots, unified)
     for entry in cache.entries() if cache is not None else []:
         prompts.append(SavedPrompt(entry.tokens, entry.shifts, entry.isolation, entry.affinity, entry.state,
-                                   [SavedCheckpoint(c.tokens, c.data) for c in entry.checkpoints]))
+                                   [SavedCheckpoint(c.tokens, c.data) for c in entry.checkpoints], entry.unified))
     return [p for p in prompts if not any(
-        other is not p and other.isolation == p.isolation and len(other.tokens) > len(p.tokens)
-        and other.tokens[:len(p.tokens)] == p.tokens for other in prompts)]
+        other is not p and other.isolation == p.isolation and other.unified == p.unified
+        and len(other.tokens) > len(p.tokens) and other.tokens[:len(p.tokens)] == p.tokens for other in prompts)]
 
 
 def cached_prompts(saved: list[SavedPrompt]) -> list[CachedPrompt]:
     """Saved prompts as RAM prompt cache entries, marked as read from disk."""
     return [CachedPrompt(list(p.tokens), [tuple(shift) for shift in p.shifts], p.isolation, p.affinity, p.state,
-                         [Checkpoint(c.tokens, c.data) for c in p.checkpoints], origin="disk")
+                         [Checkpoint(c.tokens, c.data) for c in p.checkpoints], origin="disk", unified=p.unified)
             for p in saved]
 
 
-def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> list[SavedPrompt]:
-    """The slots' caches worth keeping, most recently used first."""
+def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot], unified: bool = False) -> list[SavedPrompt]:
+    """The slots' caches worth keeping, most recently used first (`unified`: the context's mode)."""
     prompts = []
     for slot in sorted(slots, key=lambda s: s.last_used, reverse=True):
         if len(slot.tokens) < MIN_SAVED_TOKENS:
@@ -138,7 +141,7 @@ def slot_prompts(ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> list[Save
         if written:
             prompts.append(SavedPrompt(list(slot.tokens), list(slot.shifts), slot.isolation, slot.affinity,
                                        bytes(buffer)[:written],
-                                       [SavedCheckpoint(c.tokens, c.data) for c in slot.checkpoints]))
+                                       [SavedCheckpoint(c.tokens, c.data) for c in slot.checkpoints], unified))
     return prompts
 
 
@@ -162,8 +165,8 @@ def warm_start(ctx: llama_cpp.llama_context_p, slots: list[Slot], cache: PromptC
                saved: list[SavedPrompt], name: str) -> None:
     """What the disk store kept for a model: into its RAM prompt cache, or straight into its slots
     without one."""
-    if cache is None:
-        if restored := restore_slots(ctx, slots, saved):
+    if cache is None:  # a model starts with its cache split into slots
+        if restored := restore_slots(ctx, slots, [p for p in saved if not p.unified]):
             log.info("%s: %d cached prompt tokens restored into the slots from disk", name, restored)
         return
     kept = [entry for entry in cached_prompts(saved) if cache.put(entry)]

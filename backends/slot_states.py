@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import logging
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import llama_cpp
@@ -63,6 +64,15 @@ class SlotStates:
         self.checkpointing = options.limit > 0 and (self.recurrent or self.windowed)
         self.cache = cache
         self.reused: Counter[str] = Counter()
+        self.slots: list[Slot] = []  # the engine's (`attach`)
+        self.unified: Callable[[], bool] = lambda: False  # whether the context's cache is one stream now
+
+    def attach(self, slots: list[Slot], unified: Callable[[], bool]) -> None:
+        self.slots, self.unified = slots, unified
+
+    def checkpoint_bytes(self) -> int:
+        """What the slots' checkpoints hold (counted against the RAM budget with the prompt cache)."""
+        return sum(len(c.data) for slot in list(self.slots) for c in list(slot.checkpoints))
 
     @property
     def can_roll_back(self) -> bool:
@@ -81,6 +91,9 @@ class SlotStates:
     def save_checkpoint(self, ctx: llama_cpp.llama_context_p, slot: Slot) -> None:
         """A checkpoint of the slot as it is now."""
         data = save_partial(ctx, slot.id)
+        if data and self.cache is not None:  # room in the RAM budget: prompt cache entries go first
+            while not self.cache.budget.make_room(len(data)) and slot.checkpoints:
+                slot.checkpoints = slot.checkpoints[1:]
         if data:
             slot.checkpoints = keep(slot.checkpoints, Checkpoint(len(slot.tokens), data), self.options.limit,
                                     self.options.min_step)
@@ -167,7 +180,17 @@ class SlotStates:
         written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, slot.id)
         if written:
             self.cache.put(CachedPrompt(list(slot.tokens), list(slot.shifts), slot.isolation, slot.affinity,
-                                        bytes(buffer)[:written], list(slot.checkpoints)))
+                                        bytes(buffer)[:written], list(slot.checkpoints), unified=self.unified()))
+
+    def keep_all(self, ctx: llama_cpp.llama_context_p, slots: list[Slot]) -> bool:
+        """Every idle slot's state into the RAM cache (the context is about to be made again in
+        the other mode); False without a RAM cache."""
+        if self.cache is None:
+            return False
+        for slot in slots:
+            self.keep_before_reuse(ctx, slot, 0)
+            slot.clear()
+        return True
 
     def from_ram(self, prompt: tuple[int, ...], isolation: str | None, slot_best: int,
                  most_tokens: int, gain: int) -> tuple[CachedPrompt | None, int]:
@@ -176,7 +199,7 @@ class SlotStates:
         if self.cache is None or not self.cache.size or len(prompt) - slot_best < gain:
             return None, 0
         self.cache.lookups += 1
-        entry, shared = self.cache.best(prompt, isolation, most_tokens)
+        entry, shared = self.cache.best(prompt, isolation, most_tokens, self.unified())
         if entry is None or shared < slot_best + gain:
             return None, 0
         return entry, shared

@@ -96,3 +96,11 @@ def with_template(model: Path, template: Path) -> Path:
                         "--chat-template-file", str(template), "--force"], check=True, capture_output=True, timeout=120)
 
     return built(f"{model.stem}-{template.stem}"[:80], make, model, template) / model.name
+
+
+def tiny_hybrid() -> Path:
+    """The tiny LFM2-type hybrid model with SmolLM2's vocabulary (tests/fixtures/make_tiny_hybrid.py)."""
+    from backends.registry import default_model_path
+    from tests.fixtures.make_tiny_hybrid import make_tiny_hybrid
+
+    return built("tiny-hybrid", make_tiny_hybrid, default_model_path()) / "tiny-hybrid.gguf"

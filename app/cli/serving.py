@@ -35,6 +35,7 @@ from backends.engine import EngineOptions
 from backends.prompt_cache import RamBudget
 from backends.fit_inputs import FitLimits
 from backends.kv_cache import engine_kv
+from backends.memory import describe_bytes
 from backends.llama_model import ModelLoadError, ModelOptions
 from backends.prompt_store import StoreOptions
 from backends.registry import ModelRegistry, ModelSpec, ServedModel, default_model_path
@@ -73,7 +74,7 @@ def serve_models(args: argparse.Namespace, config: Config, security_settings: Se
             print(f"serving {served.id} from {served.path} "
                   f"({served.engine.ctx_size} tokens per request, {served.engine.request_limit} for one that needs more, "
                   f"{options.parallel} slots, "
-                  f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}, "
+                  f"KV cache {whole.bytes / (1 << 20):.0f} MiB {served.engine.options.cache_type}{_kinds(served)}, "
                   f"threads: {served.engine.threads.describe()}{_placement(served)})")
         for spec, served, _ in registry.specs():
             if spec.upstream is not None:
@@ -177,6 +178,16 @@ def _placement(served: ServedModel) -> str:
     if (crashed := repack_fallback(served.model.path)) is not None:
         where += f", without llama.cpp's extra CPU buffers ({crashed})"
     return where
+
+
+def _kinds(served: ServedModel) -> str:
+    """The cache by kind of layer, where it is not all full attention: " (96 MiB full, 60 MiB sliding window)"."""
+    sizes = served.engine.kv_sizes
+    if not sizes.window and not sizes.recurrent:
+        return ""
+    parts = [f"{describe_bytes(size)} {name}" for name, size in (
+        ("full attention", sizes.full), ("sliding window", sizes.window), ("recurrent state", sizes.recurrent)) if size]
+    return f" ({', '.join(parts)})"
 
 
 def _stopped(signum: int, _frame: object) -> None:
