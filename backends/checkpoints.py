@@ -24,9 +24,10 @@ from dataclasses import dataclass
 
 import llama_cpp
 
+from backends.settings import DEFAULT_CHECKPOINT_STEP, DEFAULT_CHECKPOINTS
+
 PARTIAL = 1  # LLAMA_STATE_SEQ_FLAGS_PARTIAL_ONLY: the recurrent states and the sliding windows alone
-DEFAULT_LIMIT = 32  # per slot, as llama-server's --ctx-checkpoints
-DEFAULT_MIN_STEP = 8192  # tokens between checkpoints inside a long prompt (llama-server's --checkpoint-min-step)
+DEFAULT_LIMIT, DEFAULT_MIN_STEP = DEFAULT_CHECKPOINTS, DEFAULT_CHECKPOINT_STEP
 
 
 @dataclass(frozen=True, slots=True)

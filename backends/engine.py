@@ -239,6 +239,11 @@ class Engine:
             states=self._states.stats(self._slots),
         )
 
+    def abort(self, error: Exception) -> None:
+        """End every running and queued job with `error`, from any thread (the server stops)."""
+        self._aborting = error
+        self._inbox.put(_WAKE)
+
     def abandon(self, error: Exception) -> None:
         """Its device went away mid-step (a lost RPC worker): the scheduler thread is blocked in
         llama.cpp for good. Every job ends with `error` from this thread and new ones get it at

@@ -44,3 +44,8 @@ def parse_tensor_split(value: str | list[float] | tuple[float, ...]) -> tuple[fl
     if len(shares) != len(parts) or not shares or any(not s >= 0 for s in shares) or not sum(shares) > 0:
         raise ValueError(f"tensor_split is a list of proportions (0 or more, not all 0), such as 3,1; got {value!r}")
     return shares
+
+# context checkpoints (backends/checkpoints.py): per slot, as llama-server's --ctx-checkpoints, and the
+# tokens between two inside a long prompt (its --checkpoint-min-step)
+DEFAULT_CHECKPOINTS = 32
+DEFAULT_CHECKPOINT_STEP = 8192

@@ -263,5 +263,7 @@ def test_a_conversation_comes_back_across_the_cache_s_change_of_mode(hybrid_path
     _, small_tokens, small_cached = _ask(server, "hybrid", small)  # split again: from RAM
     _, large_tokens, large_cached = _ask(server, "hybrid", large)  # unified again: from RAM
     assert small_cached >= 0.9 * small_tokens and large_cached >= 0.9 * large_tokens
+    for tokens in (small_tokens, large_tokens):  # (a request's log line is written once its answer went out)
+        assert server.output.wait_for(lambda line, n=tokens: f"prompt_tokens={n} " in line, since=since)
     log = server.output.text(since)
     assert log.count("cached_from=ram") == 2 and "split into slots again" in log and "unified for a long" in log

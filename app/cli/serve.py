@@ -20,11 +20,11 @@ from app.cli.model_options import (
 from app.cli.placement_options import add_placement_options
 from app.settings import security
 from app.settings.api import DEFAULT_MAX_LOGPROBS
-from backends.checkpoints import DEFAULT_LIMIT as DEFAULT_CHECKPOINTS
-from backends.checkpoints import DEFAULT_MIN_STEP
 from backends.settings import (
     CACHE_TYPES,
     DEFAULT_CACHE_TYPE,
+    DEFAULT_CHECKPOINT_STEP,
+    DEFAULT_CHECKPOINTS,
     DRAFT_MODES,
 )
 
@@ -84,8 +84,8 @@ def add_command(commands: argparse._SubParsersAction) -> None:
                        help="per slot, states of the layers whose cache cannot be cut back (recurrent and "
                             "sliding-window ones) kept at points of each prompt, so a prompt that diverges inside "
                             f"a slot prefills from the latest one before it (default {DEFAULT_CHECKPOINTS}; 0: none)")
-    serve.add_argument("--checkpoint-min-step", type=_positive, default=DEFAULT_MIN_STEP, metavar="TOKENS",
-                       help=f"tokens between checkpoints inside a long prompt (default {DEFAULT_MIN_STEP})")
+    serve.add_argument("--checkpoint-min-step", type=_positive, default=DEFAULT_CHECKPOINT_STEP, metavar="TOKENS",
+                       help=f"tokens between checkpoints inside a long prompt (default {DEFAULT_CHECKPOINT_STEP})")
     serve.add_argument("--cache-type", choices=list(CACHE_TYPES), default=DEFAULT_CACHE_TYPE,
                        help="the KV cache's element type: q8_0 takes about half of f16's memory, q4_0 about a "
                             "quarter, each with a small loss of quality (see tests/bench/bench_kv_cache.py)")
