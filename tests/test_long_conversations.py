@@ -185,10 +185,9 @@ def _logged_kv(log: str) -> int:
 def _llama_server_kv(binary: str, model: Path, tokens: int, parallel: int, tmp_path: Path) -> int:
     """The caches llama-server allocates for `tokens` cells over `parallel` slots (its own log)."""
     import subprocess
-    import time
 
     from backends.cpu_repack import host_has_amx
-    from tests.servers import free_port
+    from tests.servers import free_port, wait_healthy
 
     port = free_port()
     log = tmp_path / f"llama-server-{tokens}.log"
@@ -197,14 +196,7 @@ def _llama_server_kv(binary: str, model: Path, tokens: int, parallel: int, tmp_p
                                     str(port), "--no-webui", "-lv", "4", *(["--no-repack"] if host_has_amx() else [])],
                                    stdout=out, stderr=subprocess.STDOUT)
     try:
-        for _ in range(600):
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert process.poll() is None, log.read_text()[-2000:]
-            time.sleep(0.1)
+        wait_healthy(f"http://127.0.0.1:{port}", process, lambda: log.read_text()[-2000:])
     finally:
         process.terminate()
         process.wait(timeout=30)
