@@ -259,3 +259,27 @@ def test_a_conversation_comes_back_across_the_cache_s_change_of_mode(hybrid_path
         assert server.output.wait_for(lambda line, n=tokens: f"prompt_tokens={n} " in line, since=since)
     log = server.output.text(since)
     assert log.count("cached_from=ram") == 2 and "split into slots again" in log and "unified for a long" in log
+
+
+def test_every_door_reuses_a_recurrent_model_s_turns(hybrid):
+    """Claude Code's door (Anthropic Messages, its own client) and llama.cpp's `/completion`
+    (`cache_prompt`) on the hybrid: each next turn comes back from a checkpoint or the slot."""
+    import anthropic
+
+    with anthropic.Anthropic(base_url=hybrid.base_url, api_key="unused", max_retries=0) as claude:
+        messages: list[dict] = [{"role": "user", "content": "Where is part 9? " + SYSTEM[:4000]}]
+        first = claude.messages.create(model="hybrid", max_tokens=ANSWER_TOKENS, messages=messages,
+                                       extra_body={"temperature": 0})
+        messages += [{"role": "assistant", "content": first.content[0].text},
+                     {"role": "user", "content": "And part 10?"}]
+        second = claude.messages.create(model="hybrid", max_tokens=ANSWER_TOKENS, messages=messages,
+                                        extra_body={"temperature": 0})
+    assert second.usage.cache_read_input_tokens >= 0.9 * first.usage.input_tokens
+    prompt = SYSTEM[:3000]
+    answers = [httpx.post(f"{hybrid.base_url}/completion", timeout=120, json={
+        "model": "hybrid", "prompt": prompt + more, "n_predict": 4, "temperature": 0, "cache_prompt": cache}).json()
+        for more, cache in (("", True), (" And then?", True), (" And then?", False))]
+    # timings.cache_n: the prompt tokens read from the cache (tokens_cached is all the slot holds)
+    assert answers[1]["timings"]["cache_n"] >= 0.9 * answers[0]["tokens_evaluated"]
+    assert answers[2]["timings"]["cache_n"] == 0  # cache_prompt false: nothing reused
+    assert answers[2]["timings"]["prompt_n"] == answers[2]["tokens_evaluated"]

@@ -311,7 +311,7 @@ def test_a_stream_the_client_leaves_stops_the_upstream(pair: Pair) -> None:
     deadline = time.monotonic() + 30
     while pair.back.health()["models"][0]["busy_slots"] and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert pair.back.health()["models"][0]["busy_slots"] == 0
+    assert pair.back.health()["models"][0]["busy_slots"] == 0, pair.back_log.text(mark)
     line = pair.front_log.wait_for(lambda line: f"response_id={answer_id}" in line, timeout=30)
     assert line is not None and "disconnected=true" in line
 

@@ -22,6 +22,7 @@ from litestar.response import Response, Stream
 from litestar.types import Receive
 
 from app.media.fetch import MediaPolicy
+from app.pipeline.closing_stream import ClosingStream
 from app.pipeline.errors import (
     ApiError,
     BadRequest,
@@ -172,7 +173,7 @@ async def answer(context: RequestContext, plan: RequestPlan | PlanOnModel, make_
         handle = submit(lease.served, prepared.job)
         if plan.stream is not None:
             frames = stream(handle, shaper, plan.stream, context.clock, framing, lease.release, on_final)
-            return Stream(frames, media_type=framing.media_type, headers=framing.headers)
+            return ClosingStream(frames, media_type=framing.media_type, headers=framing.headers)
         results, counter = await collect(handle, context.receive, context.clock)
     except BaseException:
         lease.release()
@@ -200,7 +201,7 @@ async def _answer_upstream(context: RequestContext, plan: RequestPlan, spec: Mod
     shaper = make_shaper(prepared, context.clock)
     if plan.stream is not None:
         frames = stream(handle, shaper, plan.stream, context.clock, framing, on_final=on_final)
-        return Stream(frames, media_type=framing.media_type, headers=framing.headers)
+        return ClosingStream(frames, media_type=framing.media_type, headers=framing.headers)
     results, counter = await collect(handle, context.receive, context.clock)
     return await _whole(shaper, results, counter, on_final)
 

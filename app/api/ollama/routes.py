@@ -40,6 +40,7 @@ from app.api.ollama.wire import (
     OllamaShowResponse,
     OllamaVersionResponse,
 )
+from app.pipeline.closing_stream import ClosingStream
 from app.pipeline.errors import BadRequest
 from app.settings.config import remove_model
 from backends.llama_model import ModelLoadError
@@ -154,7 +155,7 @@ async def pull(request: Request) -> Response | Stream:
         async for progress in pull_stream(models, name):
             yield NDJSON.frame(progress)
 
-    return Stream(frames(), media_type=NDJSON.media_type)
+    return ClosingStream(frames(), media_type=NDJSON.media_type)
 
 
 @delete("/delete", status_code=200)
