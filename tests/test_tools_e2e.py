@@ -74,8 +74,10 @@ EACH_KIND = ("get_weather", "get_forecast", "send_email", "create_event", "conve
 
 def test_required_and_named_calls_always_validate(server) -> None:
     assert len(TOOLS) >= 20  # all of them in the prompt
-    named = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}}, name) for name in EACH_KIND]
     # one call each: with parallel calls allowed, a 135M model may go on calling until max_tokens
+    # (parallel calls: tests/test_tool_calls.py::test_parallel_calls_only_when_asked)
+    named = [(ASKS[name], {"tool_choice": {"type": "function", "function": {"name": name}}, "parallel_tool_calls": False},
+              name) for name in EACH_KIND]
     required = [(ASKS[name], {"tool_choice": "required", "parallel_tool_calls": False}, None) for name in list(ASKS)[:2]]
     jobs = [(question, {**fields, "max_tokens": CALL_BUDGET}, name) for question, fields, name in named + required]
     answers = zip(ask_all(server, [(question, fields) for question, fields, _ in jobs]), [job[2] for job in jobs])
